@@ -1,0 +1,16 @@
+"""softfloat16: bit-exact software floating point (FP16, BF16, FP32 and friends) for numpy arrays.
+
+>>> import softfloat16 as sf
+>>> hex(sf.fp16.add(0x3C00, 0x0001, rounding="rtz"))   # 1 + 2**-24, truncated
+'0x3c00'
+"""
+from .formats import FORMATS, Format, bf16, format, fp8_e5m2, fp16, fp32, tf32
+from .ops import Flag, as_bits, convert
+from .profiles import PROFILES, NanProfile
+from .rounding import ROUNDING_NAMES, Rounding
+
+__all__ = [
+    "FORMATS", "Flag", "Format", "NanProfile", "PROFILES", "ROUNDING_NAMES", "Rounding",
+    "as_bits", "bf16", "convert", "format", "fp16", "fp32", "fp8_e5m2", "tf32",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+"""Numba kernels: scalar bit-level operations and the loops that map them over arrays.
+
+Every kernel takes a configuration tuple ``cfg`` (see :mod:`softfloat16._kernels.core`) so that one
+compiled kernel serves every format, rounding mode and machine profile.
+"""

@@ -1,0 +1,197 @@
+"""Scalar arithmetic kernels: each computes an exact (or sticky-exact) result and calls round_pack.
+
+Each kernel takes bit patterns (as integers) and a ``cfg`` tuple, and returns (bits, flags).
+"""
+import math
+
+from numba import njit
+
+from .core import (
+    DIVIDE_BY_ZERO, FINITE, INF, INVALID, NAN, ZERO,
+    exact_zero_sign, msb_index, nan_result, pack_special, round_pack_cfg, shift_right_jam, unpack,
+)
+
+# Finite addends are aligned with their leading bit here: bit 61 stays free for a carry, and the
+# lowest kept bit of a 48-bit product (the widest significand we add) is still above bit 0.
+ALIGN_MSB = 60
+
+
+@njit(cache=True)
+def add_finite(sign_a, exp_a, sig_a, sign_b, exp_b, sig_b, rounding):
+    """Exact-enough sum of two nonzero finite values -> (sign, exp, sig); sig == 0 for an exact zero."""
+    shift_a = ALIGN_MSB - msb_index(sig_a)
+    shift_b = ALIGN_MSB - msb_index(sig_b)
+    sig_a <<= shift_a
+    exp_a -= shift_a
+    sig_b <<= shift_b
+    exp_b -= shift_b
+    # Order by exponent with selects rather than branches: random operands would mispredict.
+    swap = exp_a < exp_b
+    sign_hi, exp_hi, sig_hi = (sign_b, exp_b, sig_b) if swap else (sign_a, exp_a, sig_a)
+    sign_lo, exp_lo, sig_lo = (sign_a, exp_a, sig_a) if swap else (sign_b, exp_b, sig_b)
+    # Jamming is exact enough: if b is shifted by 2 or more, at most one leading bit cancels.
+    sig_lo = shift_right_jam(sig_lo, exp_hi - exp_lo)
+    total = sig_hi + (sig_lo if sign_hi == sign_lo else -sig_lo)
+    if total == 0:
+        return exact_zero_sign(sign_hi, sign_lo, rounding), exp_hi, 0
+    negative = total < 0
+    return sign_hi ^ int(negative), exp_hi, abs(total)
+
+
+@njit(cache=True)
+def add_signed(a, b, negate_b, cfg):
+    ebits, fbits, rounding, daz = cfg[0], cfg[1], cfg[2], cfg[4]
+    class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
+    class_b, sign_b, exp_b, sig_b = unpack(b, ebits, fbits, daz)
+    sign_b ^= negate_b
+    if class_a == FINITE and class_b == FINITE:
+        sign, exp, sig = add_finite(sign_a, exp_a, sig_a, sign_b, exp_b, sig_b, rounding)
+        if sig == 0:
+            return pack_special(sign, ZERO, ebits, fbits), 0
+        return round_pack_cfg(sign, exp, sig, cfg)
+    if class_a == NAN or class_b == NAN:
+        return nan_result(a, b, 0, 2, cfg)
+    if class_a == INF:
+        if class_b == INF and sign_a != sign_b:
+            return cfg[7], INVALID
+        return pack_special(sign_a, INF, ebits, fbits), 0
+    if class_b == INF:
+        return pack_special(sign_b, INF, ebits, fbits), 0
+    if class_a == ZERO and class_b == ZERO:
+        return pack_special(exact_zero_sign(sign_a, sign_b, rounding), ZERO, ebits, fbits), 0
+    # One zero: the other operand, passed through round_pack so that ftz applies to it.
+    if class_a == ZERO:
+        return round_pack_cfg(sign_b, exp_b, sig_b, cfg)
+    return round_pack_cfg(sign_a, exp_a, sig_a, cfg)
+
+
+@njit(cache=True)
+def add(a, b, cfg):
+    return add_signed(a, b, 0, cfg)
+
+
+@njit(cache=True)
+def sub(a, b, cfg):
+    return add_signed(a, b, 1, cfg)
+
+
+@njit(cache=True)
+def mul(a, b, cfg):
+    ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
+    class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
+    class_b, sign_b, exp_b, sig_b = unpack(b, ebits, fbits, daz)
+    sign = sign_a ^ sign_b
+    if class_a == FINITE and class_b == FINITE:
+        return round_pack_cfg(sign, exp_a + exp_b, sig_a * sig_b, cfg)
+    if class_a == NAN or class_b == NAN:
+        return nan_result(a, b, 0, 2, cfg)
+    if class_a == INF or class_b == INF:
+        if class_a == ZERO or class_b == ZERO:
+            return cfg[7], INVALID
+        return pack_special(sign, INF, ebits, fbits), 0
+    return pack_special(sign, ZERO, ebits, fbits), 0
+
+
+@njit(cache=True)
+def div(a, b, cfg):
+    ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
+    class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
+    class_b, sign_b, exp_b, sig_b = unpack(b, ebits, fbits, daz)
+    sign = sign_a ^ sign_b
+    if class_a == FINITE and class_b == FINITE:
+        # Normalise both to fbits+1 bits; the quotient then has fbits+3 or fbits+4 bits, enough for
+        # the round bit, and the remainder becomes the sticky bit.
+        shift_a = fbits - msb_index(sig_a)
+        shift_b = fbits - msb_index(sig_b)
+        extra = fbits + 4
+        numerator = sig_a << (shift_a + extra)
+        divisor = sig_b << shift_b
+        quotient = numerator // divisor
+        if quotient * divisor != numerator:
+            quotient |= 1
+        return round_pack_cfg(sign, exp_a - shift_a - extra - exp_b + shift_b, quotient, cfg)
+    if class_a == NAN or class_b == NAN:
+        return nan_result(a, b, 0, 2, cfg)
+    if class_a == INF:
+        if class_b == INF:
+            return cfg[7], INVALID
+        return pack_special(sign, INF, ebits, fbits), 0
+    if class_b == INF:
+        return pack_special(sign, ZERO, ebits, fbits), 0
+    if class_b == ZERO:
+        if class_a == ZERO:
+            return cfg[7], INVALID
+        return pack_special(sign, INF, ebits, fbits), DIVIDE_BY_ZERO
+    return pack_special(sign, ZERO, ebits, fbits), 0
+
+
+@njit(cache=True)
+def integer_sqrt(n):
+    """floor(sqrt(n)) for 0 <= n < 2**62, exact.
+
+    The float64 square root is only a first guess (n may not even be exact in float64); the integer
+    corrections below make the result exact.
+    """
+    root = int(math.sqrt(float(n)))
+    while root * root > n:
+        root -= 1
+    while (root + 1) * (root + 1) <= n:
+        root += 1
+    return root
+
+
+@njit(cache=True)
+def sqrt(a, cfg):
+    ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
+    class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
+    if class_a == NAN:
+        return nan_result(a, 0, 0, 1, cfg)
+    if class_a == ZERO:
+        return pack_special(sign_a, ZERO, ebits, fbits), 0
+    if sign_a == 1:
+        return cfg[7], INVALID
+    if class_a == INF:
+        return pack_special(0, INF, ebits, fbits), 0
+    # Radicand with an even exponent and its leading bit at 2*fbits+4 or +5, so the root has
+    # fbits+3 bits: the significand, a round bit and a bit that carries the sticky remainder.
+    shift = 2 * fbits + 4 - msb_index(sig_a)
+    if (exp_a - shift) & 1:
+        shift += 1
+    radicand = sig_a << shift
+    root = integer_sqrt(radicand)
+    if root * root != radicand:
+        root |= 1
+    return round_pack_cfg(0, (exp_a - shift) // 2, root, cfg)
+
+
+@njit(cache=True)
+def fma(a, b, c, cfg):
+    """a * b + c with one rounding."""
+    ebits, fbits, rounding, daz = cfg[0], cfg[1], cfg[2], cfg[4]
+    class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
+    class_b, sign_b, exp_b, sig_b = unpack(b, ebits, fbits, daz)
+    class_c, sign_c, exp_c, sig_c = unpack(c, ebits, fbits, daz)
+    sign_p = sign_a ^ sign_b
+    if class_a == FINITE and class_b == FINITE and class_c == FINITE:
+        sign, exp, sig = add_finite(sign_p, exp_a + exp_b, sig_a * sig_b, sign_c, exp_c, sig_c, rounding)
+        if sig == 0:
+            return pack_special(sign, ZERO, ebits, fbits), 0
+        return round_pack_cfg(sign, exp, sig, cfg)
+    zero_times_inf = (class_a == INF and class_b == ZERO) or (class_a == ZERO and class_b == INF)
+    if class_a == NAN or class_b == NAN or class_c == NAN:
+        bits, flags = nan_result(a, b, c, 3, cfg)
+        return bits, flags | (INVALID if zero_times_inf else 0)
+    if zero_times_inf:
+        return cfg[7], INVALID
+    if class_a == INF or class_b == INF:
+        if class_c == INF and sign_c != sign_p:
+            return cfg[7], INVALID
+        return pack_special(sign_p, INF, ebits, fbits), 0
+    if class_c == INF:
+        return pack_special(sign_c, INF, ebits, fbits), 0
+    if class_a == ZERO or class_b == ZERO:
+        if class_c == ZERO:
+            return pack_special(exact_zero_sign(sign_p, sign_c, rounding), ZERO, ebits, fbits), 0
+        return round_pack_cfg(sign_c, exp_c, sig_c, cfg)
+    # c is zero, the product is finite and nonzero: round the exact product.
+    return round_pack_cfg(sign_p, exp_a + exp_b, sig_a * sig_b, cfg)

@@ -1,0 +1,193 @@
+"""Vectorised entry points: validate arguments, broadcast, call a Numba loop, shape the result."""
+from __future__ import annotations
+
+import enum
+import functools
+
+import numpy as np
+
+from ._kernels import arith, convert as convert_kernels, loops
+from .formats import Format, format as parse_format
+from .profiles import parse_profile, parse_tininess
+from .rounding import parse_rounding
+
+
+class Flag(enum.IntFlag):
+    """IEEE 754 exception flags, one bit each (the values Berkeley SoftFloat uses)."""
+
+    INEXACT = 1
+    UNDERFLOW = 2
+    OVERFLOW = 4
+    DIVIDE_BY_ZERO = 8
+    INVALID = 16
+
+
+_UNARY = {"sqrt": arith.sqrt}
+_BINARY = {"add": arith.add, "sub": arith.sub, "mul": arith.mul, "div": arith.div}
+_COMPARE = {"eq": convert_kernels.eq, "lt": convert_kernels.lt, "le": convert_kernels.le}
+_TERNARY = {"fma": arith.fma}
+_FLOAT64 = (11, 52)
+
+
+def _config(fmt: Format, rounding="rne", ftz=False, daz=False, nan="ieee", tininess="after",
+            src: tuple[int, int] = (0, 0)) -> tuple:
+    """The kernels' cfg tuple (see softfloat16._kernels.core), after validating every option."""
+    for name, value in (("ftz", ftz), ("daz", daz)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name}: expected True or False, got {value!r}")
+    profile = parse_profile(nan)
+    return (
+        fmt.exponent_bits, fmt.fraction_bits, int(parse_rounding(rounding)), int(bool(ftz)),
+        int(bool(daz)), int(parse_tininess(tininess)), int(profile.propagate),
+        profile.invalid_nan(fmt), profile.canonical_nan(fmt), src[0], src[1],
+    )
+
+
+def as_bits(x, fmt: Format, name: str = "x") -> np.ndarray:
+    """Bit patterns of ``fmt`` from integers or from a float array of the same width.
+
+    >>> as_bits(np.float16(1.0), parse_format("fp16"))
+    array(15360, dtype=uint16)
+    """
+    arr = np.asarray(x)
+    kind = arr.dtype.kind
+    if kind in "iu":
+        if kind == "i" and arr.dtype.itemsize * 8 == fmt.width:
+            return arr.view(fmt.dtype)  # signed storage of the same width: reinterpret
+        if arr.size and (arr.min() < 0 or int(arr.max()) >> fmt.width):
+            bad = arr[(arr < 0) | (arr >= (1 << fmt.width))].flat[0]
+            raise ValueError(f"{name}: value {int(bad)} is not a {fmt.width}-bit {fmt.name} bit pattern")
+        return arr.astype(fmt.dtype, copy=False)
+    if arr.dtype.name == fmt.float_dtype_name:
+        return arr.view(fmt.dtype)
+    if kind in "fcVb" or arr.dtype.name in ("bfloat16",):
+        expected = f"{fmt.float_dtype_name} or integer bit patterns" if fmt.float_dtype_name else "integer bit patterns"
+        raise TypeError(f"{name}: {fmt.name} operands must be {expected}, got dtype {arr.dtype}")
+    raise TypeError(f"{name}: cannot read {fmt.name} bit patterns from dtype {arr.dtype}")
+
+
+def _broadcast(arrays: list[np.ndarray], names: tuple[str, ...]) -> tuple[list[np.ndarray], tuple]:
+    """Flat, contiguous operands of a common broadcast shape."""
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        shapes = ", ".join(f"{n}{a.shape}" for n, a in zip(names, arrays))
+        raise ValueError(f"operands could not be broadcast together: {shapes}") from None
+    flat = [np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1) for a in arrays]
+    return flat, shape
+
+
+def _finish(out: np.ndarray, fl: np.ndarray, shape: tuple, want_flags: bool, scalar: bool):
+    out = out.reshape(shape)
+    if scalar:
+        out = out[()]
+    if not want_flags:
+        return out
+    fl = fl.reshape(shape)
+    return out, (fl[()] if scalar else fl)
+
+
+@functools.cache
+def _loop(kernel, arity: int, ebits: int, fbits: int, src: tuple[int, int]):
+    return loops.make_loop(kernel, arity, ebits, fbits, *src)
+
+
+def _run(kernel, fmt: Format, operands: dict, options: dict, out_dtype, src=(0, 0)):
+    want_flags = options.pop("flags", False)
+    if not isinstance(want_flags, (bool, np.bool_)):
+        raise TypeError(f"flags: expected True or False, got {want_flags!r}")
+    cfg = _config(fmt, src=src, **options)
+    arrays, shape = _broadcast(list(operands.values()), tuple(operands))
+    scalar = all(np.ndim(a) == 0 for a in operands.values())
+    n = arrays[0].size
+    out = np.empty(n, dtype=out_dtype)
+    fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
+    loop = _loop(kernel, len(arrays), fmt.exponent_bits, fmt.fraction_bits, src)
+    loop(*arrays, out, fl, cfg)
+    return _finish(out, fl, shape, want_flags, scalar)
+
+
+def _check_options(options: dict) -> None:
+    allowed = {"rounding", "ftz", "daz", "nan", "tininess", "flags"}
+    unknown = set(options) - allowed
+    if unknown:
+        raise TypeError(f"unknown keyword argument(s) {sorted(unknown)}; accepted: {sorted(allowed)}")
+
+
+def unary(op: str, fmt: Format | str, a, **options):
+    fmt = parse_format(fmt)
+    _check_options(options)
+    operands = {"a": as_bits(a, fmt, "a")}
+    return _run(_UNARY[op], fmt, operands, options, fmt.dtype)
+
+
+def binary(op: str, fmt: Format | str, a, b, **options):
+    fmt = parse_format(fmt)
+    _check_options(options)
+    operands = {"a": as_bits(a, fmt, "a"), "b": as_bits(b, fmt, "b")}
+    return _run(_BINARY[op], fmt, operands, options, fmt.dtype)
+
+
+def ternary(op: str, fmt: Format | str, a, b, c, **options):
+    fmt = parse_format(fmt)
+    _check_options(options)
+    operands = {"a": as_bits(a, fmt, "a"), "b": as_bits(b, fmt, "b"), "c": as_bits(c, fmt, "c")}
+    return _run(_TERNARY[op], fmt, operands, options, fmt.dtype)
+
+
+def compare(op: str, fmt: Format | str, a, b, **options):
+    fmt = parse_format(fmt)
+    _check_options(options)
+    operands = {"a": as_bits(a, fmt, "a"), "b": as_bits(b, fmt, "b")}
+    return _run(_COMPARE[op], fmt, operands, options, np.bool_)
+
+
+def convert(bits, src: Format | str, dst: Format | str, **options):
+    """Convert bit patterns from ``src`` to ``dst`` with one rounding from the exact value.
+
+    >>> import softfloat16 as sf
+    >>> hex(sf.convert(0x3F800001, src=sf.fp32, dst=sf.bf16, rounding="rup"))
+    '0x3f81'
+    """
+    src, dst = parse_format(src), parse_format(dst)
+    _check_options(options)
+    operands = {"bits": as_bits(bits, src, "bits")}
+    return _run(convert_kernels.convert, dst, operands, options, dst.dtype,
+                src=(src.exponent_bits, src.fraction_bits))
+
+
+def from_float(fmt: Format | str, x, **options):
+    """Round real numbers (float64, float32, float16, bfloat16 or integers) into ``fmt``.
+
+    >>> import softfloat16 as sf
+    >>> hex(sf.fp16.from_float(65520.0)), hex(sf.fp16.from_float(65520.0, rounding="rtz"))
+    ('0x7c00', '0x7bff')
+    """
+    fmt = parse_format(fmt)
+    _check_options(options)
+    arr = np.asarray(x)
+    if arr.dtype.name == "bfloat16":
+        arr = arr.astype(np.float32)  # exact widening
+    kind = arr.dtype.kind
+    if kind == "f" and arr.dtype.itemsize in (2, 4, 8) and arr.dtype.name in ("float16", "float32", "float64"):
+        src = {2: (5, 10), 4: (8, 23), 8: _FLOAT64}[arr.dtype.itemsize]
+        bits = arr.view({2: np.uint16, 4: np.uint32, 8: np.int64}[arr.dtype.itemsize])
+        return _run(convert_kernels.convert, fmt, {"x": bits}, options, fmt.dtype, src=src)
+    if kind in "iu":
+        if kind == "u" and arr.size and int(arr.max()) >= 1 << 63:
+            raise ValueError("x: unsigned integers of 2**63 or more are not supported")
+        return _run(convert_kernels.from_int, fmt, {"x": arr.astype(np.int64)}, options, fmt.dtype)
+    if kind == "b":
+        raise TypeError("x: boolean arrays are not numbers here; convert them to integers first")
+    raise TypeError(f"x: expected float16/float32/float64/bfloat16 or integer values, got dtype {arr.dtype}")
+
+
+def to_float(fmt: Format | str, bits, **options):
+    """Exact float64 values of bit patterns (every supported format fits float64 exactly)."""
+    fmt = parse_format(fmt)
+    _check_options(options)
+    if options.get("flags"):
+        raise TypeError("flags: to_float is exact and raises no flags")
+    operands = {"bits": as_bits(bits, fmt, "bits")}
+    result = _run(convert_kernels.to_float64_bits, fmt, operands, options, np.int64)
+    return result.view(np.float64) if isinstance(result, np.ndarray) else np.int64(result).view(np.float64)

@@ -1,0 +1,43 @@
+"""Rounding modes and the parsing of their names."""
+from __future__ import annotations
+
+import enum
+
+
+class Rounding(enum.IntEnum):
+    """IEEE 754 rounding-direction attributes, plus round-to-odd. Values are the kernel codes."""
+
+    RNE = 0  # roundTiesToEven
+    RNA = 1  # roundTiesToAway
+    RTZ = 2  # roundTowardZero
+    RUP = 3  # roundTowardPositive
+    RDN = 4  # roundTowardNegative
+    ROD = 5  # round to odd (sticky lsb): lets a later, narrower rounding be correct
+
+
+ROUNDING_NAMES = ("rne", "rna", "rtz", "rup", "rdn", "rod")
+
+_ALIASES = {
+    "nearest_even": "rne", "nearest": "rne", "ties_to_even": "rne",
+    "nearest_away": "rna", "ties_to_away": "rna",
+    "toward_zero": "rtz", "truncate": "rtz",
+    "up": "rup", "toward_positive": "rup", "ceil": "rup",
+    "down": "rdn", "toward_negative": "rdn", "floor": "rdn",
+    "odd": "rod",
+}
+
+
+def parse_rounding(rounding: str | Rounding) -> Rounding:
+    """Rounding mode from a name such as ``"rne"`` (aliases like ``"toward_zero"`` work too).
+
+    >>> parse_rounding("rtz")
+    <Rounding.RTZ: 2>
+    """
+    if isinstance(rounding, Rounding):
+        return rounding
+    if isinstance(rounding, str):
+        key = rounding.strip().lower()
+        key = _ALIASES.get(key, key)
+        if key in ROUNDING_NAMES:
+            return Rounding[key.upper()]
+    raise ValueError(f"rounding: unknown rounding mode {rounding!r}; accepted: {', '.join(ROUNDING_NAMES)}")
