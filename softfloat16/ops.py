@@ -6,10 +6,10 @@ import functools
 
 import numpy as np
 
-from ._kernels import arith, convert as convert_kernels, loops
+from ._kernels import loops
 from .formats import Format, format as parse_format
 from .profiles import parse_profile, parse_tininess
-from .rounding import parse_rounding
+from .rounding import Rounding, parse_rounding
 
 
 class Flag(enum.IntFlag):
@@ -21,11 +21,18 @@ class Flag(enum.IntFlag):
     DIVIDE_BY_ZERO = 8
     INVALID = 16
 
+    @classmethod
+    def _missing_(cls, value):
+        # Accept the numpy integers our flag arrays hold: sf.Flag(fl[i]) should just work.
+        if isinstance(value, np.integer):
+            return cls(int(value))
+        return super()._missing_(value)
 
-_UNARY = {"sqrt": arith.sqrt}
-_BINARY = {"add": arith.add, "sub": arith.sub, "mul": arith.mul, "div": arith.div}
-_COMPARE = {"eq": convert_kernels.eq, "lt": convert_kernels.lt, "le": convert_kernels.le}
-_TERNARY = {"fma": arith.fma}
+
+_UNARY = ("sqrt",)
+_BINARY = ("add", "sub", "mul", "div")
+_COMPARE = ("eq", "lt", "le")
+_TERNARY = ("fma",)
 _FLOAT64 = (11, 52)
 
 
@@ -88,11 +95,11 @@ def _finish(out: np.ndarray, fl: np.ndarray, shape: tuple, want_flags: bool, sca
 
 
 @functools.cache
-def _loop(kernel, arity: int, ebits: int, fbits: int, src: tuple[int, int]):
-    return loops.make_loop(kernel, arity, ebits, fbits, *src)
+def _loop(kernel: str, ebits: int, fbits: int, src: tuple[int, int], defaults: bool):
+    return loops.make_loop(kernel, ebits, fbits, *src, defaults)
 
 
-def _run(kernel, fmt: Format, operands: dict, options: dict, out_dtype, src=(0, 0)):
+def _run(kernel: str, fmt: Format, operands: dict, options: dict, out_dtype, src=(0, 0)):
     want_flags = options.pop("flags", False)
     if not isinstance(want_flags, (bool, np.bool_)):
         raise TypeError(f"flags: expected True or False, got {want_flags!r}")
@@ -102,9 +109,17 @@ def _run(kernel, fmt: Format, operands: dict, options: dict, out_dtype, src=(0, 
     n = arrays[0].size
     out = np.empty(n, dtype=out_dtype)
     fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
-    loop = _loop(kernel, len(arrays), fmt.exponent_bits, fmt.fraction_bits, src)
+    # The default options (rne, no ftz/daz, tininess after) get a loop with them folded in.
+    defaults = cfg[2:6] == (int(Rounding.RNE), 0, 0, 0)
+    loop = _loop(kernel, fmt.exponent_bits, fmt.fraction_bits, src, defaults)
     loop(*arrays, out, fl, cfg)
     return _finish(out, fl, shape, want_flags, scalar)
+
+
+def _check_op(op: str, accepted: tuple[str, ...]) -> str:
+    if op not in accepted:
+        raise ValueError(f"op: unknown operation {op!r}; accepted: {', '.join(accepted)}")
+    return op
 
 
 def _check_options(options: dict) -> None:
@@ -118,28 +133,28 @@ def unary(op: str, fmt: Format | str, a, **options):
     fmt = parse_format(fmt)
     _check_options(options)
     operands = {"a": as_bits(a, fmt, "a")}
-    return _run(_UNARY[op], fmt, operands, options, fmt.dtype)
+    return _run(_check_op(op, _UNARY), fmt, operands, options, fmt.dtype)
 
 
 def binary(op: str, fmt: Format | str, a, b, **options):
     fmt = parse_format(fmt)
     _check_options(options)
     operands = {"a": as_bits(a, fmt, "a"), "b": as_bits(b, fmt, "b")}
-    return _run(_BINARY[op], fmt, operands, options, fmt.dtype)
+    return _run(_check_op(op, _BINARY), fmt, operands, options, fmt.dtype)
 
 
 def ternary(op: str, fmt: Format | str, a, b, c, **options):
     fmt = parse_format(fmt)
     _check_options(options)
     operands = {"a": as_bits(a, fmt, "a"), "b": as_bits(b, fmt, "b"), "c": as_bits(c, fmt, "c")}
-    return _run(_TERNARY[op], fmt, operands, options, fmt.dtype)
+    return _run(_check_op(op, _TERNARY), fmt, operands, options, fmt.dtype)
 
 
 def compare(op: str, fmt: Format | str, a, b, **options):
     fmt = parse_format(fmt)
     _check_options(options)
     operands = {"a": as_bits(a, fmt, "a"), "b": as_bits(b, fmt, "b")}
-    return _run(_COMPARE[op], fmt, operands, options, np.bool_)
+    return _run(_check_op(op, _COMPARE), fmt, operands, options, np.bool_)
 
 
 def convert(bits, src: Format | str, dst: Format | str, **options):
@@ -152,7 +167,7 @@ def convert(bits, src: Format | str, dst: Format | str, **options):
     src, dst = parse_format(src), parse_format(dst)
     _check_options(options)
     operands = {"bits": as_bits(bits, src, "bits")}
-    return _run(convert_kernels.convert, dst, operands, options, dst.dtype,
+    return _run("convert", dst, operands, options, dst.dtype,
                 src=(src.exponent_bits, src.fraction_bits))
 
 
@@ -172,11 +187,11 @@ def from_float(fmt: Format | str, x, **options):
     if kind == "f" and arr.dtype.itemsize in (2, 4, 8) and arr.dtype.name in ("float16", "float32", "float64"):
         src = {2: (5, 10), 4: (8, 23), 8: _FLOAT64}[arr.dtype.itemsize]
         bits = arr.view({2: np.uint16, 4: np.uint32, 8: np.int64}[arr.dtype.itemsize])
-        return _run(convert_kernels.convert, fmt, {"x": bits}, options, fmt.dtype, src=src)
+        return _run("convert", fmt, {"x": bits}, options, fmt.dtype, src=src)
     if kind in "iu":
         if kind == "u" and arr.size and int(arr.max()) >= 1 << 63:
             raise ValueError("x: unsigned integers of 2**63 or more are not supported")
-        return _run(convert_kernels.from_int, fmt, {"x": arr.astype(np.int64)}, options, fmt.dtype)
+        return _run("from_int", fmt, {"x": arr.astype(np.int64)}, options, fmt.dtype)
     if kind == "b":
         raise TypeError("x: boolean arrays are not numbers here; convert them to integers first")
     raise TypeError(f"x: expected float16/float32/float64/bfloat16 or integer values, got dtype {arr.dtype}")
@@ -189,5 +204,5 @@ def to_float(fmt: Format | str, bits, **options):
     if options.get("flags"):
         raise TypeError("flags: to_float is exact and raises no flags")
     operands = {"bits": as_bits(bits, fmt, "bits")}
-    result = _run(convert_kernels.to_float64_bits, fmt, operands, options, np.int64)
+    result = _run("to_float64_bits", fmt, operands, options, np.int64)
     return result.view(np.float64) if isinstance(result, np.ndarray) else np.int64(result).view(np.float64)

@@ -16,7 +16,7 @@ from .core import (
 ALIGN_MSB = 60
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def add_finite(sign_a, exp_a, sig_a, sign_b, exp_b, sig_b, rounding):
     """Exact-enough sum of two nonzero finite values -> (sign, exp, sig); sig == 0 for an exact zero."""
     shift_a = ALIGN_MSB - msb_index(sig_a)
@@ -25,10 +25,15 @@ def add_finite(sign_a, exp_a, sig_a, sign_b, exp_b, sig_b, rounding):
     exp_a -= shift_a
     sig_b <<= shift_b
     exp_b -= shift_b
-    # Order by exponent with selects rather than branches: random operands would mispredict.
-    swap = exp_a < exp_b
-    sign_hi, exp_hi, sig_hi = (sign_b, exp_b, sig_b) if swap else (sign_a, exp_a, sig_a)
-    sign_lo, exp_lo, sig_lo = (sign_a, exp_a, sig_a) if swap else (sign_b, exp_b, sig_b)
+    # Order by exponent with masks, not branches: for random operands a branch here mispredicts
+    # half the time. mask is all ones when b is the larger.
+    mask = -int(exp_a < exp_b)
+    sig_hi = sig_a ^ ((sig_a ^ sig_b) & mask)
+    sig_lo = sig_b ^ ((sig_a ^ sig_b) & mask)
+    sign_hi = sign_a ^ ((sign_a ^ sign_b) & mask)
+    sign_lo = sign_b ^ ((sign_a ^ sign_b) & mask)
+    exp_hi = max(exp_a, exp_b)
+    exp_lo = min(exp_a, exp_b)
     # Jamming is exact enough: if b is shifted by 2 or more, at most one leading bit cancels.
     sig_lo = shift_right_jam(sig_lo, exp_hi - exp_lo)
     total = sig_hi + (sig_lo if sign_hi == sign_lo else -sig_lo)
@@ -38,7 +43,7 @@ def add_finite(sign_a, exp_a, sig_a, sign_b, exp_b, sig_b, rounding):
     return sign_hi ^ int(negative), exp_hi, abs(total)
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def add_signed(a, b, negate_b, cfg):
     ebits, fbits, rounding, daz = cfg[0], cfg[1], cfg[2], cfg[4]
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
@@ -65,17 +70,17 @@ def add_signed(a, b, negate_b, cfg):
     return round_pack_cfg(sign_a, exp_a, sig_a, cfg)
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def add(a, b, cfg):
     return add_signed(a, b, 0, cfg)
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def sub(a, b, cfg):
     return add_signed(a, b, 1, cfg)
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def mul(a, b, cfg):
     ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
@@ -92,7 +97,7 @@ def mul(a, b, cfg):
     return pack_special(sign, ZERO, ebits, fbits), 0
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def div(a, b, cfg):
     ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
@@ -125,7 +130,7 @@ def div(a, b, cfg):
     return pack_special(sign, ZERO, ebits, fbits), 0
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def integer_sqrt(n):
     """floor(sqrt(n)) for 0 <= n < 2**62, exact.
 
@@ -140,7 +145,7 @@ def integer_sqrt(n):
     return root
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def sqrt(a, cfg):
     ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
@@ -164,7 +169,7 @@ def sqrt(a, cfg):
     return round_pack_cfg(0, (exp_a - shift) // 2, root, cfg)
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def fma(a, b, c, cfg):
     """a * b + c with one rounding."""
     ebits, fbits, rounding, daz = cfg[0], cfg[1], cfg[2], cfg[4]

@@ -1,0 +1,136 @@
+"""Elementwise throughput of the emulator against numpy, ml_dtypes and torch-CPU, in one run.
+
+    python bench/elementwise.py [--n 4194304] [--repeat 5] [--markdown]
+
+Single thread (NUMBA_NUM_THREADS=1, torch.set_num_threads(1)); random finite operands; ns per
+element, best of --repeat; ratio = emulator time / peer time (below 1: the emulator is faster).
+Also reports the first-call compile time in a fresh process with an empty Numba cache, and the
+first-call time in a second process that loads the cache (it must not recompile).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import softfloat16 as sf  # noqa: E402
+
+OPS = ("add", "mul", "div", "sqrt", "fma")
+TARGETS = {("fp16", "add"): 0.5, ("fp16", "mul"): 0.5, ("fp16", "div"): 1.0, ("fp16", "sqrt"): 1.0,
+           ("fp32", "add"): 5.0, ("fp32", "mul"): 5.0}
+
+
+def best_ns(fn, n, repeat):
+    fn()  # warm up (compile, page in)
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best / n * 1e9
+
+
+def operands(fmt, n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n) * np.exp2(rng.integers(-8, 8, n))
+    return fmt.from_float(x)
+
+
+def our_functions(fmt, a, b, c):
+    absa = a & np.array(fmt.sign_mask - 1, fmt.dtype)
+    return {"add": lambda: fmt.add(a, b), "mul": lambda: fmt.mul(a, b), "div": lambda: fmt.div(a, b),
+            "sqrt": lambda: fmt.sqrt(absa), "fma": lambda: fmt.fma(a, b, c)}
+
+
+def peer_functions(fmt_name, a, b, c):
+    """name -> {op: callable} of hardware-backed peers on the same values."""
+    peers = {}
+    views = {"fp16": np.float16, "fp32": np.float32}
+    if fmt_name in views:
+        x, y, z = (v.view(views[fmt_name]) for v in (a, b, c))
+        ax = np.abs(x)
+        peers[f"numpy {views[fmt_name].__name__}"] = {
+            "add": lambda: x + y, "mul": lambda: x * y, "div": lambda: x / y,
+            "sqrt": lambda: np.sqrt(ax), "fma": lambda: x * y + z}
+    if fmt_name == "bf16":
+        try:
+            import ml_dtypes
+            x, y, z = (v.view(ml_dtypes.bfloat16) for v in (a, b, c))
+            ax = np.abs(x)
+            peers["ml_dtypes bfloat16"] = {
+                "add": lambda: x + y, "mul": lambda: x * y, "div": lambda: x / y,
+                "sqrt": lambda: np.sqrt(ax), "fma": lambda: x * y + z}
+        except ImportError:
+            pass
+    try:
+        import torch
+        torch.set_num_threads(1)
+        tdtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[fmt_name]
+        signed = np.int16 if a.dtype == np.uint16 else np.int32
+        tx, ty, tz = (torch.from_numpy(v.view(signed)).view(tdtype) for v in (a, b, c))
+        tax = tx.abs()
+        peers[f"torch {str(tdtype).split('.')[1]}"] = {
+            "add": lambda: tx + ty, "mul": lambda: tx * ty, "div": lambda: tx / ty,
+            "sqrt": lambda: torch.sqrt(tax), "fma": lambda: torch.addcmul(tz, tx, ty)}
+    except ImportError:
+        pass
+    return peers
+
+
+def compile_times():
+    """(first call with an empty cache, first call in a second process using the cache), seconds."""
+    code = ("import time, numpy as np, softfloat16 as sf; a = np.ones(8, np.uint16); t = time.perf_counter(); "
+            "sf.fp16.add(a, a); print(time.perf_counter() - t)")
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        run = lambda: float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,  # noqa: E731
+                                           text=True, check=True).stdout.strip())
+        return run(), run()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=1 << 22)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    args = parser.parse_args(argv)
+    np.seterr(all="ignore")  # the peers overflow on some random operands, as intended
+    rows = []
+    for fmt_name in ("fp16", "bf16", "fp32"):
+        fmt = sf.format(fmt_name)
+        a, b, c = (operands(fmt, args.n, seed) for seed in (1, 2, 3))
+        ours = our_functions(fmt, a, b, c)
+        peers = peer_functions(fmt_name, a, b, c)
+        for op in OPS:
+            t_ours = best_ns(ours[op], args.n, args.repeat)
+            row = [fmt_name, op, t_ours]
+            for peer, fns in peers.items():
+                t_peer = best_ns(fns[op], args.n, args.repeat)
+                row.append((peer, t_peer, t_ours / t_peer))
+            rows.append(row)
+    first, cached = compile_times()
+    if args.markdown:
+        print("| format | op | softfloat16 ns/elem | peers: ns/elem (ratio ours/peer) | target |")
+        print("|---|---|---|---|---|")
+        for fmt_name, op, t, *peers in rows:
+            cells = "; ".join(f"{p} {tp:.2f} ({r:.2f}x)" for p, tp, r in peers)
+            target = TARGETS.get((fmt_name, op))
+            print(f"| {fmt_name} | {op} | {t:.2f} | {cells} | {f'<= {target}x of numpy' if target else ''} |")
+        print(f"\nFirst call of fp16 add with an empty cache: {first:.2f} s; in a second process (cache hit): "
+              f"{cached:.3f} s.")
+    else:
+        for fmt_name, op, t, *peers in rows:
+            cells = "  ".join(f"{p}: {tp:6.2f} ns ({r:5.2f}x)" for p, tp, r in peers)
+            print(f"{fmt_name:5s} {op:5s} softfloat16 {t:7.2f} ns/elem   {cells}")
+        print(f"compile: first call {first:.2f} s (empty cache), {cached:.3f} s (second process, cached)")
+
+
+if __name__ == "__main__":
+    main()
