@@ -134,8 +134,8 @@ class Format:
         """a * b + c with a single rounding.
 
         >>> import softfloat16 as sf
-        >>> hex(sf.fp16.fma(0x3C01, 0x3C01, 0xBC00))   # (1+2^-10)^2 - 1, exact
-        '0x1801'
+        >>> hex(sf.fp16.fma(0x3C01, 0x3C01, 0xBC02))   # (1+2^-10)^2 - (1+2^-9) = 2^-20, exact
+        '0x10'
         """
         from . import ops
         return ops.ternary("fma", self, a, b, c, **options)

@@ -123,3 +123,13 @@ def test_same_bits_whatever_the_thread_count():
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         digests.add(out.stdout.strip())
     assert len(digests) == 1
+
+
+def test_second_process_loads_compiled_kernels_from_the_cache(tmp_path):
+    """cache=True must hold across processes: the second run loads, it does not compile again."""
+    code = "import numpy as np, softfloat16 as sf; a = np.ones(4, np.uint16); sf.fp16.mul(a, a, rounding='rtz')"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), NUMBA_DEBUG_CACHE="1")
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert "data saved" in runs[0]
+    assert "data loaded" in runs[1] and "data saved" not in runs[1]
