@@ -4,6 +4,7 @@ Each kernel takes bit patterns (as integers) and a ``cfg`` tuple, and returns (b
 """
 import math
 
+import numpy as np
 from numba import njit
 
 from .core import (
@@ -16,7 +17,7 @@ from .core import (
 ALIGN_MSB = 60
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def add_finite(sign_a, exp_a, sig_a, sign_b, exp_b, sig_b, rounding):
     """Exact-enough sum of two nonzero finite values -> (sign, exp, sig); sig == 0 for an exact zero."""
     shift_a = ALIGN_MSB - msb_index(sig_a)
@@ -43,7 +44,7 @@ def add_finite(sign_a, exp_a, sig_a, sign_b, exp_b, sig_b, rounding):
     return sign_hi ^ int(negative), exp_hi, abs(total)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def add_signed(a, b, negate_b, cfg):
     ebits, fbits, rounding, daz = cfg[0], cfg[1], cfg[2], cfg[4]
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
@@ -70,17 +71,17 @@ def add_signed(a, b, negate_b, cfg):
     return round_pack_cfg(sign_a, exp_a, sig_a, cfg)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def add(a, b, cfg):
     return add_signed(a, b, 0, cfg)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def sub(a, b, cfg):
     return add_signed(a, b, 1, cfg)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def mul(a, b, cfg):
     ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
@@ -97,7 +98,7 @@ def mul(a, b, cfg):
     return pack_special(sign, ZERO, ebits, fbits), 0
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def div(a, b, cfg):
     ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
@@ -111,9 +112,9 @@ def div(a, b, cfg):
         extra = fbits + 4
         numerator = sig_a << (shift_a + extra)
         divisor = sig_b << shift_b
-        quotient = numerator // divisor
-        if quotient * divisor != numerator:
-            quotient |= 1
+        # Unsigned division: both are positive, and it spares the floor-division sign fix-ups.
+        quotient = int(np.uint64(numerator) // np.uint64(divisor))
+        quotient |= int(quotient * divisor != numerator)
         return round_pack_cfg(sign, exp_a - shift_a - extra - exp_b + shift_b, quotient, cfg)
     if class_a == NAN or class_b == NAN:
         return nan_result(a, b, 0, 2, cfg)
@@ -130,7 +131,7 @@ def div(a, b, cfg):
     return pack_special(sign, ZERO, ebits, fbits), 0
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def integer_sqrt(n):
     """floor(sqrt(n)) for 0 <= n < 2**62, exact.
 
@@ -145,7 +146,7 @@ def integer_sqrt(n):
     return root
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def sqrt(a, cfg):
     ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
@@ -166,10 +167,10 @@ def sqrt(a, cfg):
     root = integer_sqrt(radicand)
     if root * root != radicand:
         root |= 1
-    return round_pack_cfg(0, (exp_a - shift) // 2, root, cfg)
+    return round_pack_cfg(0, (exp_a - shift) >> 1, root, cfg)  # exp_a - shift is even
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def fma(a, b, c, cfg):
     """a * b + c with one rounding."""
     ebits, fbits, rounding, daz = cfg[0], cfg[1], cfg[2], cfg[4]

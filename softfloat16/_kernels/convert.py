@@ -6,7 +6,7 @@ from .core import (
 )
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def convert(bits, cfg):
     """Convert from the source format (cfg[9], cfg[10]) to the destination format, one rounding.
 
@@ -30,7 +30,7 @@ def convert(bits, cfg):
     return pack_special(sign, INF, ebits, fbits) | payload, flags
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def from_int(value, cfg):
     """Round a signed 64-bit integer into the format."""
     value = int(value)
@@ -48,7 +48,7 @@ def from_int(value, cfg):
     return round_pack_cfg(sign, exp, magnitude, cfg)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def to_float64_bits(bits, cfg):
     """The exact value of a bit pattern as float64 bits (every format here fits float64 exactly)."""
     ebits, fbits = cfg[0], cfg[1]
@@ -66,7 +66,7 @@ def to_float64_bits(bits, cfg):
     return sign_bit | ((exp + lead + 1023) << 52) | fraction, 0
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def order_key(cls, bits, ebits, fbits):
     """A signed integer that orders non-NaN values like the reals (both zeros map to 0)."""
     if cls == ZERO:
@@ -75,7 +75,7 @@ def order_key(cls, bits, ebits, fbits):
     return -magnitude if (int(bits) >> (ebits + fbits)) & 1 else magnitude
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def compare(a, b, cfg, want_less, want_equal):
     """Quiet comparison -> (result as 0/1, flags). NaN compares unordered; sNaN raises INVALID."""
     ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
@@ -90,16 +90,16 @@ def compare(a, b, cfg, want_less, want_equal):
     return 1 if result else 0, 0
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def eq(a, b, cfg):
     return compare(a, b, cfg, False, True)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def lt(a, b, cfg):
     return compare(a, b, cfg, True, False)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def le(a, b, cfg):
     return compare(a, b, cfg, True, True)

@@ -22,20 +22,20 @@ INEXACT, UNDERFLOW, OVERFLOW, DIVIDE_BY_ZERO, INVALID = 1, 2, 4, 8, 16
 ZERO, FINITE, INF, NAN = 0, 1, 2, 3
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def msb_index(x):
     """Index of the highest set bit of a positive int64."""
     return 63 - leading_zeros(x)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def shift_right_jam(x, count):
     """x >> count for 0 <= x < 2**62, count >= 0, with any 1 bits shifted out OR-ed into bit 0."""
     count = min(count, 62)  # x < 2**62: a longer shift leaves only the sticky bit, as this does
     return (x >> count) | int((x & ((1 << count) - 1)) != 0)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def unpack(bits, ebits, fbits, daz):
     """Split a bit pattern into (class, sign, exp, sig); value = sig * 2**exp for FINITE.
 
@@ -58,7 +58,7 @@ def unpack(bits, ebits, fbits, daz):
     return FINITE, sign, field - bias - fbits, frac | (1 << fbits)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def pack_special(sign, cls, ebits, fbits):
     """Encoding of a signed zero or infinity."""
     sign_bit = sign << (ebits + fbits)
@@ -67,18 +67,18 @@ def pack_special(sign, cls, ebits, fbits):
     return sign_bit
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def is_nan_bits(bits, ebits, fbits):
     magnitude = int(bits) & ((1 << (ebits + fbits)) - 1)
     return magnitude > (((1 << ebits) - 1) << fbits)
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def is_signaling_bits(bits, ebits, fbits):
     return is_nan_bits(bits, ebits, fbits) and (int(bits) >> (fbits - 1)) & 1 == 0
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def nan_result(a, b, c, count, cfg):
     """(bits, flags) of an operation with at least one NaN among its first ``count`` operands.
 
@@ -103,7 +103,7 @@ def nan_result(a, b, c, count, cfg):
     return int(c) | quiet, flags
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def round_at(sig, shift, sign, rounding):
     """Round sig * 2**-shift to an integer in the given mode -> (integer, inexact).
 
@@ -135,7 +135,7 @@ def round_at(sig, shift, sign, rounding):
     return q, inexact
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def round_pack(sign, exp, sig, ebits, fbits, rounding, ftz, tininess_before):
     """Round (-1)**sign * sig * 2**exp (sig > 0) into the format -> (bits, flags).
 
@@ -170,13 +170,13 @@ def round_pack(sign, exp, sig, ebits, fbits, rounding, ftz, tininess_before):
     return sign_bit | encoded, flags
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def round_pack_cfg(sign, exp, sig, cfg):
     """round_pack with the format and mode taken from a cfg tuple."""
     return round_pack(sign, exp, sig, cfg[0], cfg[1], cfg[2], cfg[3], cfg[5])
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True, forceinline=True, error_model="numpy")
 def exact_zero_sign(sign_x, sign_y, rounding):
     """Sign of an exact zero sum x + y: x's sign if both agree, else +0 (-0 when rounding down)."""
     if sign_x == sign_y:

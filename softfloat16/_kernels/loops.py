@@ -33,7 +33,7 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False):
     index = NAMES.index(name)
     arity = ARITY[name]
     if arity == 1:
-        @njit(cache=True)
+        @njit(cache=True, error_model="numpy")
         def loop1(a, out, flags, cfg):
             kernel = KERNELS[index]
             cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
@@ -45,7 +45,7 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False):
                     flags[i] = fl
         return loop1
     if arity == 2:
-        @njit(cache=True)
+        @njit(cache=True, error_model="numpy")
         def loop2(a, b, out, flags, cfg):
             kernel = KERNELS[index]
             cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
@@ -57,7 +57,7 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False):
                     flags[i] = fl
         return loop2
 
-    @njit(cache=True)
+    @njit(cache=True, error_model="numpy")
     def loop3(a, b, c, out, flags, cfg):
         kernel = KERNELS[index]
         cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
