@@ -95,8 +95,8 @@ def _finish(out: np.ndarray, fl: np.ndarray, shape: tuple, want_flags: bool, sca
 
 
 @functools.cache
-def _loop(kernel: str, ebits: int, fbits: int, src: tuple[int, int], defaults: bool):
-    return loops.make_loop(kernel, ebits, fbits, *src, defaults)
+def _loop(kernel: str, ebits: int, fbits: int, src: tuple[int, int], defaults: bool, keep_flags: bool):
+    return loops.make_loop(kernel, ebits, fbits, *src, defaults, keep_flags)
 
 
 def _run(kernel: str, fmt: Format, operands: dict, options: dict, out_dtype, src=(0, 0)):
@@ -111,7 +111,7 @@ def _run(kernel: str, fmt: Format, operands: dict, options: dict, out_dtype, src
     fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
     # The default options (rne, no ftz/daz, tininess after) get a loop with them folded in.
     defaults = cfg[2:6] == (int(Rounding.RNE), 0, 0, 0)
-    loop = _loop(kernel, fmt.exponent_bits, fmt.fraction_bits, src, defaults)
+    loop = _loop(kernel, fmt.exponent_bits, fmt.fraction_bits, src, defaults, bool(want_flags))
     loop(*arrays, out, fl, cfg)
     return _finish(out, fl, shape, want_flags, scalar)
 

@@ -24,11 +24,12 @@ KERNELS = namedtuple("Kernels", NAMES)(
 ARITY = dict.fromkeys(NAMES[:7], 2) | {"fma": 3} | dict.fromkeys(NAMES[8:], 1)
 
 
-def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False):
+def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False, keep_flags=True):
     """A compiled ``loop(*operands, out, flags, cfg)`` applying kernel ``name`` elementwise.
 
     ``defaults=True`` also folds in the default options (rne, no ftz, no daz, tininess after),
     for the configuration where speed matters most; otherwise they are read from ``cfg``.
+    ``keep_flags=False`` leaves ``flags`` untouched, and the compiler drops the flag logic.
     """
     index = NAMES.index(name)
     arity = ARITY[name]
@@ -37,7 +38,6 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False):
         def loop1(a, out, flags, cfg):
             kernel = KERNELS[index]
             cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
-            keep_flags = flags.size != 0
             for i in range(out.size):
                 bits, fl = kernel(a[i], cfg)
                 out[i] = bits
@@ -49,7 +49,6 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False):
         def loop2(a, b, out, flags, cfg):
             kernel = KERNELS[index]
             cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
-            keep_flags = flags.size != 0
             for i in range(out.size):
                 bits, fl = kernel(a[i], b[i], cfg)
                 out[i] = bits
@@ -61,7 +60,6 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False):
     def loop3(a, b, c, out, flags, cfg):
         kernel = KERNELS[index]
         cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
-        keep_flags = flags.size != 0
         for i in range(out.size):
             bits, fl = kernel(a[i], b[i], c[i], cfg)
             out[i] = bits
