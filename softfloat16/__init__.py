@@ -8,9 +8,10 @@ from .formats import FORMATS, Format, bf16, format, fp8_e5m2, fp16, fp32, tf32
 from .ops import Flag, as_bits, convert
 from .profiles import PROFILES, NanProfile
 from .rounding import ROUNDING_NAMES, Rounding
+from . import linalg  # noqa: E402  (after the names it uses)
 
 __all__ = [
     "FORMATS", "Flag", "Format", "NanProfile", "PROFILES", "ROUNDING_NAMES", "Rounding",
-    "as_bits", "bf16", "convert", "format", "fp16", "fp32", "fp8_e5m2", "tf32",
+    "as_bits", "bf16", "convert", "format", "fp16", "fp32", "fp8_e5m2", "linalg", "tf32",
 ]
 __version__ = "0.1.0"

@@ -25,14 +25,18 @@ _RDN = 4
 _MAX_DEPTH = 64  # pairwise partial sums on the stack: enough for k < 2**63
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def unpack_matrix(bits, ebits, fbits):
-    """Unpack a 2-D array of bit patterns once: (cls int8, sign, exp, sig int64) arrays."""
+    """Unpack a 2-D array of bit patterns once: (cls, sign) int8 and (exp, sig) int32 arrays.
+
+    Narrow types keep the rows the inner loop streams small (10 bytes per value); every
+    significand and exponent of a format of at most 32 bits fits.
+    """
     rows, cols = bits.shape
     cls = np.empty((rows, cols), np.int8)
-    sign = np.empty((rows, cols), np.int64)
-    exp = np.empty((rows, cols), np.int64)
-    sig = np.empty((rows, cols), np.int64)
+    sign = np.empty((rows, cols), np.int8)
+    exp = np.empty((rows, cols), np.int32)
+    sig = np.empty((rows, cols), np.int32)
     for i in range(rows):
         for j in range(cols):
             c, s, e, g = unpack(bits[i, j], ebits, fbits, False)
@@ -42,10 +46,10 @@ def unpack_matrix(bits, ebits, fbits):
 
 @njit(cache=True, inline="always")
 def product(cls_a, sign_a, exp_a, sig_a, cls_b, sign_b, exp_b, sig_b):
-    """The exact product of two unpacked values, as an unpacked value."""
-    sign = sign_a ^ sign_b
+    """The exact product of two unpacked values, as an unpacked value (int64 fields)."""
+    sign = int(sign_a) ^ int(sign_b)
     if cls_a == FINITE and cls_b == FINITE:
-        return FINITE, sign, exp_a + exp_b, sig_a * sig_b
+        return FINITE, sign, int(exp_a) + int(exp_b), int(sig_a) * int(sig_b)
     if cls_a == NAN or cls_b == NAN:
         return NAN, 0, 0, 0
     if cls_a == INF or cls_b == INF:
@@ -116,8 +120,8 @@ def sequential_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, ro
             elif class_a == FINITE and class_b == FINITE and cls == FINITE:
                 # The common case, kept short: exact product, one add, one rounding.
                 s, e, g = add_finite(
-                    sign, exp, sig, sign_a[i, t] ^ sign_b[j, t], exp_a[i, t] + exp_b[j, t],
-                    sig_a[i, t] * sig_b[j, t], rounding,
+                    sign, exp, sig, int(sign_a[i, t] ^ sign_b[j, t]), int(exp_a[i, t]) + int(exp_b[j, t]),
+                    int(sig_a[i, t]) * int(sig_b[j, t]), rounding,
                 )
                 if g == 0:
                     cls, sign, exp, sig = ZERO, s, 0, 0
@@ -137,7 +141,16 @@ def sequential_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, ro
 
 @njit(cache=True, inline="always")
 def pairwise_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
-    """Row i of the pairwise kernel (see matmul_pairwise for the tree)."""
+    """Row i of the pairwise kernel: out[i, j] = the products summed as a binary tree, each +
+    rounded to the accumulation format.
+
+    The tree is the one a binary counter builds: product t is pushed; while the two newest partial
+    sums cover equally many products they are replaced by their sum (older + newer). At the end
+    the remaining partial sums (covering 2**a > 2**b > ... products) are added newest first:
+    ``S_a + (S_b + (... + S_z))``. For k a power of two this is the balanced tree
+    ``((p0 + p1) + (p2 + p3)) + ...``. Every + takes exact operands (products are not rounded
+    before their first addition); k == 1 gives the rounded product, k == 0 gives +0.
+    """
     cls_a, sign_a, exp_a, sig_a = a
     cls_b, sign_b, exp_b, sig_b = bt
     k = cls_a.shape[1]
@@ -185,43 +198,35 @@ def pairwise_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, roun
 
 # Each policy comes as a serial kernel and a row-parallel one. Every output element is computed
 # by one thread in the same order either way, so the two give identical bits; the parallel one
-# only pays off for large products (thread start-up costs more than a small matmul).
+# only pays off for large products (starting threads costs more than a small matmul). The
+# arguments: ``a`` and ``bt``, the tuples of unpack_matrix for A (m, k) and B transposed (n, k);
+# ``out``, an (m, n) uint32 array for the output bit patterns; the accumulation and output
+# formats' widths; the rounding-mode code. (Folding formats and mode in as compile-time
+# constants, as loops.py does, was measured: no faster here, and more to compile.)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def matmul_sequential(a, bt, out, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
-    """out[i, j] = ((0 + p_0) + p_1) + ... + p_{k-1}, each + rounded to the accumulation format.
-
-    ``a`` and ``bt`` are the (cls, sign, exp, sig) tuples of unpack_matrix for A (m, k) and
-    B transposed (n, k); ``out`` is an (m, n) uint32 array for the output bit patterns.
-    """
+    """out[i, j] = ((0 + p_0) + p_1) + ... + p_{k-1}, each + rounded to the accumulation format."""
     for i in range(out.shape[0]):
         sequential_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def matmul_sequential_parallel(a, bt, out, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
     """matmul_sequential with rows spread over threads (same bits)."""
     for i in prange(out.shape[0]):
         sequential_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def matmul_pairwise(a, bt, out, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
-    """out[i, j] = the products summed as a binary tree, each + rounded to the accumulation format.
-
-    The tree is the one a binary counter builds: product t is pushed; while the two newest partial
-    sums cover equally many products they are replaced by their sum (older + newer). At the end
-    the remaining partial sums (covering 2**a > 2**b > ... products) are added newest first:
-    ``S_a + (S_b + (... + S_z))``. For k a power of two this is the balanced tree
-    ``((p0 + p1) + (p2 + p3)) + ...``. Every + takes exact operands (products are not rounded
-    before their first addition); k == 1 gives the rounded product, k == 0 gives +0.
-    """
+    """out[i, j] = the products summed as a binary tree (see pairwise_row)."""
     for i in range(out.shape[0]):
         pairwise_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def matmul_pairwise_parallel(a, bt, out, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
     """matmul_pairwise with rows spread over threads (same bits)."""
     for i in prange(out.shape[0]):

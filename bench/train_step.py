@@ -1,0 +1,102 @@
+"""Time of one emulated fp16 training step of the default MLP, and the fused matmul's MAC rate.
+
+    python bench/train_step.py [--steps 20] [--repeat 5] [--full-run]
+
+- step: median wall time of ``Trainer.train_step`` (fp16, dynamic loss scaling, default MLP and
+  batch, all diagnostics on), after a first step that loads or compiles the kernels (reported);
+- matmul: multiply-accumulates per second of ``softfloat16.linalg.matmul`` (FP16 inputs, exact
+  products, sequential FP32 accumulation, FP16 output), on one thread, for the default MLP's
+  forward shapes and a 256-cube, next to the element rate of the core's ``sf.fp32.add`` (1M
+  elements, one thread). Target: MAC rate >= 0.5x the add rate.
+- ``--full-run``: also time the default ``python -m sim train`` run (fp16, dynamic) end to end
+  in a fresh process, compile or cache load included.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import softfloat16 as sf  # noqa: E402
+import softfloat16.linalg as linalg  # noqa: E402
+from sim.train import TrainConfig, Trainer  # noqa: E402
+
+
+def best_seconds(fn, repeat: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def bench_step(steps: int) -> None:
+    start = time.perf_counter()
+    trainer = Trainer(TrainConfig(precision="fp16", loss_scale="dynamic", steps=steps + 1))
+    setup = time.perf_counter() - start
+    start = time.perf_counter()
+    trainer.train_step()
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        trainer.train_step()
+        times.append(time.perf_counter() - start)
+    print(f"default MLP {list(trainer.model.sizes)}, batch {trainer.config.batch_size}, fp16 + dynamic scaling")
+    print(f"  setup (data, init)        {setup:8.3f} s")
+    print(f"  first step (compile/load) {first:8.3f} s")
+    print(f"  one step, median of {steps:<3d}  {statistics.median(times) * 1e3:8.1f} ms "
+          f"(min {min(times) * 1e3:.1f}, max {max(times) * 1e3:.1f})")
+
+
+def bench_matmul(repeat: int) -> None:
+    rng = np.random.default_rng(0)
+    n = 1 << 20
+    x, y = (sf.fp32.from_float(rng.standard_normal(n)) for _ in range(2))
+    add_rate = n / best_seconds(lambda: sf.fp32.add(x, y), repeat)
+    print(f"core sf.fp32.add: {add_rate / 1e6:8.1f} M elements/s (1M elements, one thread)")
+    shapes = [(32, 64, 128), (32, 128, 128), (32, 128, 10), (256, 256, 256)]
+    for m, k, n_out in shapes:
+        a = sf.fp16.from_float(rng.standard_normal((m, k)))
+        b = sf.fp16.from_float(rng.standard_normal((k, n_out)) * 0.1)
+        seconds = best_seconds(lambda a=a, b=b: linalg.matmul(a, b, sf.fp16), repeat)
+        rate = m * k * n_out / seconds
+        print(f"fused matmul fp16 ({m}x{k}) @ ({k}x{n_out}), FP32 accumulation: "
+              f"{rate / 1e6:8.1f} M MAC/s = {rate / add_rate:4.2f}x the add rate (target >= 0.5x)")
+
+
+def bench_full_run() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("NUMBA_NUM_THREADS", None)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "sim", "train", "--precision", "fp16", "--loss-scale", "dynamic"],
+                   check=True, env=env)
+    print(f"default run (python -m sim train --precision fp16 --loss-scale dynamic): "
+          f"{time.perf_counter() - start:.1f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--full-run", action="store_true")
+    args = parser.parse_args()
+    print(f"NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']}, {os.cpu_count()} CPUs")
+    bench_step(args.steps)
+    bench_matmul(args.repeat)
+    if args.full_run:
+        bench_full_run()
+
+
+if __name__ == "__main__":
+    main()

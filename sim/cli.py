@@ -1,0 +1,254 @@
+"""``python -m sim``: subcommands ``train`` (here), ``report`` and ``crosscheck`` (to come).
+
+``train`` flags follow the issue: precision, loss scaling, master weights, clipping (and the
+clip-before-unscale bug on purpose), optimizer, budget, seed, JSON report, checkpoint and resume.
+With ``--resume``, flags left out are taken from the checkpoint and flags given must agree with
+it (only ``--steps`` may grow). Bad combinations exit with status 2 and one clear message, before
+anything is written.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from sim.checkpoint import CheckpointError, load_checkpoint
+from sim.diagnostics import StepRecord
+from sim.train import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig, Trainer
+
+__all__ = ["main"]
+
+# argparse destination -> TrainConfig field, for flags whose names differ.
+_FIELDS = {
+    "precision": "precision",
+    "loss_scale": "loss_scale",
+    "scale": "scale",
+    "growth_interval": "growth_interval",
+    "master_weights": "master_weights",
+    "clip": "clip",
+    "clip_before_unscale": "clip_before_unscale",
+    "optimizer": "optimizer",
+    "lr": "lr",
+    "steps": "steps",
+    "batch_size": "batch_size",
+    "seed": "seed",
+    "data": "data",
+}
+
+
+class _UsageError(Exception):
+    """A bad command line: reported as ``sim train: error: ...`` with exit status 2."""
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not (0.0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sim",
+        description="Training on the softfloat16 emulator: mixed precision, loss scaling, diagnostics.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="{train,report,crosscheck}")
+    train = commands.add_parser(
+        "train",
+        help="train the MLP on the digits data with a precision recipe",
+        description="Train an MLP with every arithmetic operation emulated bit-exactly.",
+    )
+    # Defaults are None so that --resume can tell given flags from left-out ones.
+    train.add_argument("--precision", choices=tuple(PRECISIONS), help="compute format (default fp16)")
+    train.add_argument("--loss-scale", choices=LOSS_SCALES,
+                       help="loss scaling (default: dynamic for fp16, none otherwise)")
+    train.add_argument("--scale", type=_positive_float, metavar="S",
+                       help="the static scale, or the initial dynamic scale (default 65536)")
+    train.add_argument("--growth-interval", type=_positive_int, metavar="N",
+                       help="dynamic scaling: clean steps before the scale doubles (default 2000)")
+    train.add_argument("--no-master-weights", dest="master_weights", action="store_const", const=False,
+                       help="keep weights and optimizer in the compute format (no FP32 master copy)")
+    train.add_argument("--clip", type=_positive_float, metavar="C", help="clip the global gradient norm to C")
+    train.add_argument("--clip-before-unscale", action="store_const", const=True,
+                       help="clip the still-scaled gradients (the classic bug, on purpose)")
+    train.add_argument("--optimizer", choices=OPTIMIZERS, help="default sgd (momentum 0.9)")
+    train.add_argument("--lr", type=_positive_float, help="learning rate (default 0.05 for sgd, 1e-3 for adam)")
+    train.add_argument("--steps", type=_non_negative_int, metavar="N", help="total steps (default 500)")
+    train.add_argument("--batch-size", type=_positive_int, metavar="B", help="default 32")
+    train.add_argument("--seed", type=_non_negative_int, metavar="S", help="weights and data order (default 0)")
+    train.add_argument("--data", choices=DATASETS, help="digits (default) or a small synthetic set")
+    train.add_argument("--json", metavar="PATH", help="write the run's report as JSON")
+    train.add_argument("--checkpoint", metavar="PATH", help="save the state here (every 100 steps and at the end)")
+    train.add_argument("--resume", metavar="PATH", help="continue from a checkpoint")
+    for name in ("report", "crosscheck"):
+        commands.add_parser(name, help=f"{name} (not implemented yet)")
+    return parser
+
+
+def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]:
+    given = {field: getattr(args, dest) for dest, field in _FIELDS.items() if getattr(args, dest) is not None}
+    growth = args.growth_interval is not None
+    if args.resume is None:
+        return _checked(TrainConfig(**given), growth), None
+    try:
+        _, meta = load_checkpoint(args.resume)
+        saved = TrainConfig.from_dict(meta["config"])
+    except FileNotFoundError:
+        raise _UsageError(f"--resume: no such file: {args.resume}") from None
+    except CheckpointError as error:
+        raise _UsageError(f"--resume: {error}") from None
+    except (KeyError, TypeError, ValueError) as error:
+        raise _UsageError(f"--resume: {args.resume} is not a training checkpoint ({error})") from None
+    config = _checked(TrainConfig(**{**saved.to_dict(), "hidden": saved.hidden, **given}), growth)
+    try:
+        trainer = Trainer.resume(args.resume, config)
+    except (ValueError, OSError) as error:
+        raise _UsageError(f"--resume: {error}") from None
+    return config, trainer
+
+
+def _checked(config: TrainConfig, growth_interval_given: bool = False) -> TrainConfig:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = config.resolved()
+    except ValueError as error:
+        message = str(error)
+        for field, flag in (("static loss scaling", "--loss-scale static"),
+                            ("clip_before_unscale", "--clip-before-unscale")):
+            message = message.replace(field, flag)
+        raise _UsageError(message) from None
+    if growth_interval_given and config.loss_scale != "dynamic":
+        raise _UsageError(f"--growth-interval only applies to --loss-scale dynamic, not {config.loss_scale}")
+    return config
+
+
+def _check_writable(flag: str, path: str | None) -> None:
+    """Fail before training, not after, when an output path cannot be written."""
+    if path is None:
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise _UsageError(f"{flag}: directory does not exist: {directory}")
+    if os.path.isdir(path):
+        raise _UsageError(f"{flag}: {path} is a directory")
+    if not os.access(directory, os.W_OK):
+        raise _UsageError(f"{flag}: cannot write to {directory}")
+
+
+def _write_json(path: str, document: dict[str, Any]) -> None:
+    """Write ``document`` as strict JSON, atomically (temporary file, then rename)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    descriptor, temporary = tempfile.mkstemp(prefix=".sim-", suffix=".json.tmp", dir=directory)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            json.dump(document, file, indent=1, allow_nan=False)
+            file.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+class _Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    def __init__(self, start: int, total: int, stream: TextIO) -> None:
+        self.start, self.total, self.stream = start, total, stream
+        self.enabled = stream.isatty() and total > start
+        self.began = time.perf_counter()
+
+    def __call__(self, record: StepRecord) -> None:
+        if not self.enabled:
+            return
+        done = record.step + 1
+        width = 30
+        filled = width * done // self.total
+        elapsed = time.perf_counter() - self.began
+        rate = (done - self.start) / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - done) / rate if rate > 0 else 0.0
+        self.stream.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
+            f"loss {record.loss:.4f} scale {record.scale:g}{' skip' if record.skipped else '     '} "
+            f"eta {eta:4.0f}s"
+        )
+        self.stream.flush()
+        if done == self.total:
+            self.stream.write("\n")
+
+
+def _train(args: argparse.Namespace) -> int:
+    _check_writable("--json", args.json)
+    _check_writable("--checkpoint", args.checkpoint)
+    config, trainer = _config_from(args)
+    for note in config.notes():
+        print(f"note: {note}", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = trainer if trainer is not None else Trainer(config)
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    start = time.perf_counter()
+    try:
+        trainer.run(on_step=_Progress(trainer.step, config.steps, sys.stderr), checkpoint=args.checkpoint)
+    except KeyboardInterrupt:
+        saved = f"; state saved to {args.checkpoint} (resume with --resume)" if args.checkpoint else ""
+        print(f"\ninterrupted at step {trainer.step}{saved}", file=sys.stderr)
+        return 130
+    summary = trainer.summary(wall_seconds=time.perf_counter() - start)
+    if args.json is not None:
+        _write_json(args.json, summary)
+    accuracy = summary["final_accuracy"]
+    print(
+        f"{config.precision} loss_scale={config.loss_scale} steps={summary['steps']} "
+        f"skipped={len(summary['skipped_steps'])} final_loss={summary['final_loss']} "
+        f"test_accuracy={accuracy:.4f} weights_sha256={summary['weights_sha256'][:16]}..."
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status.
+
+    >>> main(["report"])
+    sim report: not implemented yet (it comes with the experiment suite)
+    2
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        print("\nsim: no command given; the default (the report) is not implemented yet", file=sys.stderr)
+        return 2
+    if args.command in ("report", "crosscheck"):
+        what = "the experiment suite" if args.command == "report" else "the torch reference"
+        print(f"sim {args.command}: not implemented yet (it comes with {what})")
+        return 2
+    try:
+        return _train(args)
+    except _UsageError as error:
+        print(f"python -m sim train: error: {error}", file=sys.stderr)
+        return 2

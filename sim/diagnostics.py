@@ -1,0 +1,194 @@
+"""What half precision does to one training step, counted per layer, and the run's record.
+
+- underflow: gradient entries that are exactly zero in the low-precision backward pass but
+  nonzero when the same backward pass runs in FP32 on the same forward values;
+- swallowed updates: nonzero updates smaller than half an ulp of the weight in the compute
+  format (``w - u`` would round back to ``w`` there);
+- subnormal and non-finite gradient entries (in the low-precision gradients).
+
+Counting reads bit fields, or exact float64 values of bit patterns (``to_float``), so it adds no
+rounding of its own and never feeds back into training.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import softfloat16 as sf
+
+__all__ = [
+    "RunLog",
+    "StepRecord",
+    "count_nonfinite",
+    "count_subnormal",
+    "count_swallowed",
+    "count_underflow",
+    "half_ulp",
+]
+
+
+def _fields(bits: np.ndarray, fmt: sf.Format) -> tuple[np.ndarray, np.ndarray]:
+    """(biased exponent field, fraction field) as int64 arrays."""
+    bits = np.asarray(bits).astype(np.int64)
+    return (bits >> fmt.fraction_bits) & ((1 << fmt.exponent_bits) - 1), bits & ((1 << fmt.fraction_bits) - 1)
+
+
+def _is_zero(bits: np.ndarray, fmt: sf.Format) -> np.ndarray:
+    return (np.asarray(bits).astype(np.int64) & ((1 << (fmt.width - 1)) - 1)) == 0
+
+
+def count_underflow(low: np.ndarray, low_fmt: sf.Format, reference: np.ndarray, reference_fmt: sf.Format) -> int:
+    """Entries that are +-0 in ``low`` but not +-0 in ``reference`` (same shape).
+
+    >>> import numpy as np, softfloat16 as sf
+    >>> low = sf.fp16.from_float(np.array([0.0, 0.0, 1.0]))
+    >>> count_underflow(low, sf.fp16, sf.fp32.from_float(np.array([1e-9, 0.0, 1.0])), sf.fp32)
+    1
+    """
+    return int(np.count_nonzero(_is_zero(low, low_fmt) & ~_is_zero(reference, reference_fmt)))
+
+
+def count_subnormal(bits: np.ndarray, fmt: sf.Format) -> int:
+    """Subnormal entries (exponent field 0, fraction nonzero).
+
+    >>> import softfloat16 as sf
+    >>> count_subnormal(sf.fp16.from_float([2.0**-20, 2.0**-14, 0.0]), sf.fp16)
+    1
+    """
+    exponent, fraction = _fields(bits, fmt)
+    return int(np.count_nonzero((exponent == 0) & (fraction != 0)))
+
+
+def count_nonfinite(bits: np.ndarray, fmt: sf.Format) -> int:
+    """Infinite or NaN entries.
+
+    >>> import numpy as np, softfloat16 as sf
+    >>> count_nonfinite(sf.fp16.from_float(np.array([np.inf, np.nan, 65504.0])), sf.fp16)
+    2
+    """
+    exponent, _ = _fields(bits, fmt)
+    return int(np.count_nonzero(exponent == (1 << fmt.exponent_bits) - 1))
+
+
+def half_ulp(bits: np.ndarray, fmt: sf.Format) -> np.ndarray:
+    """Half the spacing of ``fmt`` at each (finite) value: ``2**(max(E, 1) - bias - p)`` with E the
+    exponent field and p the fraction bits, as float64 (exact).
+
+    >>> import softfloat16 as sf
+    >>> half_ulp(sf.fp16.from_float([1.0, 1.5, 0.0]), sf.fp16).tolist()
+    [0.00048828125, 0.00048828125, 2.9802322387695312e-08]
+    """
+    exponent, _ = _fields(bits, fmt)
+    return np.ldexp(1.0, np.maximum(exponent, 1) - fmt.bias - fmt.fraction_bits - 1)
+
+
+def count_swallowed(
+    updates: np.ndarray, weights: np.ndarray, fmt: sf.Format, compute: sf.Format
+) -> int:
+    """Nonzero finite updates (bits of ``fmt``) with ``|u| <`` half an ulp of the weight (bits of
+    ``fmt``) once the weight is rounded to ``compute``.
+
+    >>> import numpy as np, softfloat16 as sf
+    >>> u = sf.fp32.from_float(np.array([1e-4, 1e-3, 0.0]))
+    >>> count_swallowed(u, sf.fp32.from_float(np.ones(3)), sf.fp32, sf.fp16)  # fp16 half-ulp at 1: 4.9e-4
+    1
+    """
+    values = np.abs(np.asarray(fmt.to_float(updates), dtype=np.float64))
+    weights_c = weights if compute is fmt else np.asarray(sf.convert(weights, src=fmt, dst=compute))
+    exponent, _ = _fields(weights_c, compute)
+    finite_weight = exponent != (1 << compute.exponent_bits) - 1
+    swallowed = (values > 0) & np.isfinite(values) & finite_weight & (values < half_ulp(weights_c, compute))
+    return int(np.count_nonzero(swallowed))
+
+
+@dataclasses.dataclass
+class StepRecord:
+    """Everything recorded for one training step (losses and norms as floats: exact FP32 values)."""
+
+    step: int
+    loss: float
+    accuracy: float
+    scale: float
+    skipped: bool
+    grad_norm: float  # global norm before clipping (of scaled gradients with --clip-before-unscale)
+    grad_norm_clipped: float  # after clipping (== grad_norm when clipping did not fire)
+    clipped: bool
+    underflow: list[int]  # per layer
+    swallowed: list[int]  # per layer (zeros on a skipped step)
+    subnormal_grads: int
+    nonfinite_grads: int
+
+
+def _json_float(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+class RunLog:
+    """The per-step records of a run, and the summaries the JSON output reports.
+
+    ``entries``: the number of gradient entries of each layer (weight and bias together).
+
+    >>> log = RunLog(["fc1"], [10])
+    >>> log.append(StepRecord(0, 2.3, 0.1, 1.0, False, 1.0, 1.0, False, [2], [5], 0, 0))
+    >>> log.append(StepRecord(1, 2.1, 0.2, 1.0, True, float("inf"), float("inf"), False, [0], [0], 0, 3))
+    >>> log.underflow_fraction(), log.swallowed_update_fraction(), log.skipped_steps()
+    ({'fc1': 0.1}, {'fc1': 0.5}, [1])
+    """
+
+    def __init__(self, layer_names: Sequence[str], entries: Sequence[int]) -> None:
+        self.layer_names = list(layer_names)
+        self.entries = [int(e) for e in entries]
+        self.records: list[StepRecord] = []
+
+    def append(self, record: StepRecord) -> None:
+        self.records.append(record)
+
+    def _fraction(self, counts: str, steps: list[StepRecord]) -> dict[str, float]:
+        result = {}
+        for index, name in enumerate(self.layer_names):
+            total = self.entries[index] * len(steps)
+            hits = sum(getattr(r, counts)[index] for r in steps)
+            result[name] = hits / total if total else 0.0
+        return result
+
+    def underflow_fraction(self) -> dict[str, float]:
+        """Per layer: underflowed gradient entries / all gradient entries, over all steps."""
+        return self._fraction("underflow", self.records)
+
+    def swallowed_update_fraction(self) -> dict[str, float]:
+        """Per layer: swallowed updates / all update entries, over the steps not skipped."""
+        return self._fraction("swallowed", [r for r in self.records if not r.skipped])
+
+    def skipped_steps(self) -> list[int]:
+        return [r.step for r in self.records if r.skipped]
+
+    def clip_fraction(self) -> float:
+        return sum(r.clipped for r in self.records) / len(self.records) if self.records else 0.0
+
+    def per_step(self) -> dict[str, list[Any]]:
+        """Each StepRecord field as a list over the steps (non-finite floats become None)."""
+        columns: dict[str, list[Any]] = {f.name: [] for f in dataclasses.fields(StepRecord)}
+        for record in self.records:
+            for name, value in dataclasses.asdict(record).items():
+                columns[name].append(_json_float(value) if isinstance(value, float) else value)
+        return columns
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state (floats kept exactly, non-finite ones included)."""
+        return {
+            "layer_names": self.layer_names,
+            "entries": self.entries,
+            "records": [dataclasses.asdict(r) for r in self.records],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("layer_names") != self.layer_names or state.get("entries") != self.entries:
+            raise ValueError("run log state belongs to a different network")
+        try:
+            self.records = [StepRecord(**r) for r in state["records"]]
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"run log state is malformed: {error}") from None

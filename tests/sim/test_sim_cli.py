@@ -1,0 +1,90 @@
+"""``python -m sim``: a smoke run on synthetic data, the JSON report, resume, and bad input."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sim.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMALL = ["train", "--data", "synthetic", "--batch-size", "8"]
+KEYS = ("config", "steps", "skipped_steps", "final_loss", "final_accuracy", "loss_scale_history",
+        "underflow_fraction", "swallowed_update_fraction", "clip_fraction", "weights_sha256")
+
+
+def test_smoke_run_writes_the_report(tmp_path):
+    out = tmp_path / "run.json"
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    result = subprocess.run([sys.executable, "-m", "sim", *SMALL, "--steps", "2", "--json", str(out)],
+                            capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert all(key in report for key in KEYS)
+    assert report["steps"] == 2 and report["config"]["precision"] == "fp16"
+    assert report["config"]["loss_scale"] == "dynamic" and len(report["loss_scale_history"]) == 2
+    assert set(report["underflow_fraction"]) == {"fc1", "fc2", "fc3", "fc4"}
+    assert len(report["weights_sha256"]) == 64 and "weights_sha256=" in result.stdout
+
+
+def test_checkpoint_and_resume_match_an_uninterrupted_run(tmp_path, capsys):
+    whole, part, resumed = (str(tmp_path / name) for name in ("whole.json", "part.json", "resumed.json"))
+    state = str(tmp_path / "state.npz")
+    flags = [*SMALL, "--precision", "bf16", "--optimizer", "adam", "--clip", "1"]
+    assert main([*flags, "--steps", "4", "--json", whole]) == 0
+    assert main([*flags, "--steps", "2", "--json", part, "--checkpoint", state]) == 0
+    # Left-out flags come from the checkpoint; only --steps changes.
+    assert main(["train", "--resume", state, "--steps", "4", "--json", resumed]) == 0
+    first, second = (json.load(open(path)) for path in (whole, resumed))
+    assert first["weights_sha256"] == second["weights_sha256"]
+    assert first["per_step"] == second["per_step"] and second["config"]["optimizer"] == "adam"
+
+
+def test_corrupt_checkpoint_is_rejected_and_nothing_is_written(tmp_path, capsys):
+    state, out = tmp_path / "state.npz", tmp_path / "out.json"
+    assert main([*SMALL, "--steps", "1", "--checkpoint", str(state)]) == 0
+    data = state.read_bytes()
+    state.write_bytes(data[:-100])
+    assert main(["train", "--resume", str(state), "--steps", "3", "--json", str(out),
+                 "--checkpoint", str(state)]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert not out.exists() and state.read_bytes() == data[:-100]
+    assert main(["train", "--resume", str(tmp_path / "missing.npz")]) == 2
+    state.write_bytes(data)
+    assert main(["train", "--resume", str(state), "--optimizer", "adam"]) == 2
+    assert "optimizer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--loss-scale", "static"], "--scale"),
+    (["--loss-scale", "none", "--scale", "8"], "'none'"),
+    (["--loss-scale", "static", "--scale", "8", "--growth-interval", "10"], "--growth-interval"),
+    (["--clip-before-unscale"], "--clip"),
+    (["--json", "/nonexistent-dir/run.json"], "directory does not exist"),
+])
+def test_bad_combinations_exit_2_with_a_message(flags, message, capsys):
+    assert main(["train", *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--lr", "0"], ["--steps", "-1"], ["--precision", "fp64"], ["--scale", "inf"]])
+def test_bad_values_are_refused_by_the_parser(flags, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", *flags])
+    assert exit_info.value.code == 2
+
+
+def test_warnings_and_notes(capsys):
+    assert main([*SMALL, "--steps", "1", "--loss-scale", "static", "--scale", "1000"]) == 0
+    assert "not a power of two" in capsys.readouterr().err
+    assert main([*SMALL, "--steps", "1", "--precision", "bf16", "--no-master-weights"]) == 0
+    assert "bf16 without master weights" in capsys.readouterr().err
+
+
+def test_other_commands_are_not_implemented_yet(capsys):
+    assert main(["report"]) == 2 and "not implemented yet" in capsys.readouterr().out
+    assert main(["crosscheck"]) == 2 and "not implemented yet" in capsys.readouterr().out
+    assert main([]) == 2 and "not implemented yet" in capsys.readouterr().err
