@@ -133,3 +133,12 @@ def test_second_process_loads_compiled_kernels_from_the_cache(tmp_path):
             for _ in range(2)]
     assert "data saved" in runs[0]
     assert "data loaded" in runs[1] and "data saved" not in runs[1]
+
+
+def test_kernel_caches_are_keyed_on_all_kernel_sources():
+    """Loops inline core.py/arith.py: their cache stamp must cover those files, not only loops.py."""
+    from softfloat16._kernels import cache, loops
+    loop = loops.make_loop("add", 5, 10)
+    locator = loop._cache._impl.locator
+    assert type(locator).__name__.startswith("KernelTree")
+    assert locator.get_source_stamp() == cache.kernel_tree_hash()

@@ -3,3 +3,5 @@
 Every kernel takes a configuration tuple ``cfg`` (see :mod:`softfloat16._kernels.core`) so that one
 compiled kernel serves every format, rounding mode and machine profile.
 """
+
+from . import cache  # noqa: E402,F401  (before any kernel module is compiled)
