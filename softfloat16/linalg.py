@@ -4,20 +4,27 @@
 exact, they are added in the accumulation format (FP32 by default) in a defined order, each
 addition rounded once, and the finished sum is rounded once more to the output format. So an
 FP16 matmul with FP32 accumulation is defined by its order alone, and reproducible to the bit.
+
+``order="tensorcore"`` is the other policy GPUs use: a tensor core adds a whole block of exact
+products (and the running accumulator) in one multi-operand adder that aligns them to the
+largest exponent, truncates, and normalises once (:class:`TensorCore`).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from ._kernels import matmul as kernels
+from ._kernels import tensorcore as tensorcore_kernels
 from .formats import Format, fp32
 from .formats import format as parse_format
 from .ops import as_bits
 from .rounding import parse_rounding
 
-__all__ = ["ORDERS", "matmul"]
+__all__ = ["ORDERS", "TENSOR_CORES", "TensorCore", "matmul"]
 
-ORDERS = ("sequential", "pairwise")
+ORDERS = ("sequential", "pairwise", "tensorcore")
 # (serial kernel, row-parallel kernel); both give the same bits.
 _KERNELS = {
     "sequential": (kernels.matmul_sequential, kernels.matmul_sequential_parallel),
@@ -25,6 +32,63 @@ _KERNELS = {
 }
 # Products with fewer multiply-adds than this run on one thread: starting threads costs more.
 PARALLEL_MIN_MACS = 1 << 20
+
+
+@dataclass(frozen=True)
+class TensorCore:
+    """The accumulation of one GPU's tensor cores, as a model with two parameters.
+
+    Each multiply-accumulate instruction computes ``c + p_1 + ... + p_B`` for a block of
+    ``products_per_block`` (B) exact products ``p_t`` and the running FP32 accumulator ``c``:
+    the largest exponent E among the nonzero terms (``c`` included) fixes a quantum
+    ``2**(E - fraction_bits)``; every term is truncated toward zero to a multiple of it (the
+    adder keeps ``fraction_bits`` bits below the leading bit of the largest term, no guard or
+    sticky bits); the truncated terms are added exactly and the sum is normalised once and
+    rounded toward zero into the accumulation format. Blocks run in k order; the first ``c`` is
+    +0. The finished accumulator is then rounded to the output format with ``matmul``'s
+    ``rounding`` (RNE by default: the epilogue's conversion).
+
+    Sources: Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ
+    Comput. Sci. 7:e330 (2021) measured this structure on V100/T4/A100: exact products, alignment
+    to the largest magnitude with the accumulator among the terms, truncation without guard bits,
+    one normalisation, round-toward-zero output. The Hopper parameters (16 products per block, 25
+    fraction bits) are those the project's design notes record for H100/H200, from later
+    measurements on Hopper (Khattak and Mikaitis, "Accurate Models of NVIDIA Tensor Cores",
+    arXiv:2512.07004, model V100/A100/H100/B200 bit-accurately). This repository has not measured
+    them itself; ``bench/gpu_check.sh`` compares the model with cuBLAS when a GPU is available.
+    Where the hardware aligns on exponent sums rather than on each product's leading bit, or
+    saturates differently on overflow, this model would be off by one bit in rare cases.
+
+    >>> TENSOR_CORES["h100"]
+    TensorCore(products_per_block=16, fraction_bits=25)
+    """
+
+    products_per_block: int = 16
+    fraction_bits: int = 25
+
+    def __post_init__(self) -> None:
+        for name, value, low, high in (("products_per_block", self.products_per_block, 1, 1024),
+                                       ("fraction_bits", self.fraction_bits, 1, 52)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+                # The bounds keep the exact block sum inside an int64.
+                raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+
+
+#: Tensor-core parameters by GPU as the design notes record them (FP16/BF16 in, FP32 accumulation).
+TENSOR_CORES = {
+    "h100": TensorCore(products_per_block=16, fraction_bits=25),
+    "h200": TensorCore(products_per_block=16, fraction_bits=25),
+}
+
+
+def _tensor_core(value: TensorCore | str) -> TensorCore:
+    if isinstance(value, TensorCore):
+        return value
+    if isinstance(value, str) and value.lower() in TENSOR_CORES:
+        return TENSOR_CORES[value.lower()]
+    raise ValueError(
+        f"tensor_core: expected a TensorCore or one of {', '.join(TENSOR_CORES)}, got {value!r}"
+    )
 
 
 def _matrix(x, fmt: Format, name: str) -> np.ndarray:
@@ -42,6 +106,7 @@ def matmul(
     out_format: Format | str | None = None,
     order: str = "sequential",
     rounding: str = "rne",
+    tensor_core: TensorCore | str = "h100",
 ) -> np.ndarray:
     """``a @ b`` for bit patterns of ``fmt``: exact products, sums rounded in ``accumulate``.
 
@@ -52,6 +117,9 @@ def matmul(
       loop a plain CPU GEMM reference or an explicit CUDA k-loop performs.
     - ``order="pairwise"``: the products summed as a binary tree (see
       ``softfloat16._kernels.matmul.pairwise_row`` for the exact tree).
+    - ``order="tensorcore"``: blocks of products added as ``tensor_core`` (a :class:`TensorCore`
+      or a preset name, default ``"h100"``) says, each block's sum rounded toward zero into
+      ``accumulate``; ``rounding`` then applies only to the final conversion to ``out_format``.
 
     Every addition is rounded once to ``accumulate`` with ``rounding``; the sum is then rounded
     once to ``out_format`` with the same mode. Products are exact for every format of at most 24
@@ -69,11 +137,15 @@ def matmul(
     array([[1.00048828]])
     >>> sf.fp16.to_float(matmul(a, b, sf.fp16))  # then one rounding to FP16: a tie, to even
     array([[1.]])
+    >>> x = sf.fp16.from_float(np.array([[2.0**-13] * 15 + [1.0]]))   # 15 products 2**-26, then 1
+    >>> [float(sf.fp32.to_float(matmul(x, x.T, sf.fp16, out_format=sf.fp32, order=o))[0, 0]) - 1
+    ...  for o in ("sequential", "tensorcore")]       # a tensor core truncates the small terms away
+    [2.384185791015625e-07, 0.0]
     """
     fmt = parse_format(fmt)
     accumulate = parse_format(accumulate)
     out_format = fmt if out_format is None else parse_format(out_format)
-    if order not in _KERNELS:
+    if order not in ORDERS:
         raise ValueError(f"order: unknown accumulation order {order!r}; accepted: {', '.join(ORDERS)}")
     mode = int(parse_rounding(rounding))
     for name, f in (("fmt", fmt), ("accumulate", accumulate)):
@@ -90,10 +162,15 @@ def matmul(
     unpacked_bt = kernels.unpack_matrix(np.ascontiguousarray(b_bits.T, dtype=np.uint32), ebits, fbits)
     m, k, n = a_bits.shape[0], a_bits.shape[1], b_bits.shape[1]
     out = np.empty((m, n), dtype=np.uint32)
-    serial, parallel = _KERNELS[order]
-    kernel = parallel if m > 1 and m * k * n >= PARALLEL_MIN_MACS else serial
-    kernel(
-        unpacked_a, unpacked_bt, out, accumulate.exponent_bits, accumulate.fraction_bits,
-        out_format.exponent_bits, out_format.fraction_bits, mode,
-    )
+    use_parallel = m > 1 and m * k * n >= PARALLEL_MIN_MACS
+    formats = (accumulate.exponent_bits, accumulate.fraction_bits, out_format.exponent_bits,
+               out_format.fraction_bits, mode)
+    if order == "tensorcore":
+        core = _tensor_core(tensor_core)
+        kernel = (tensorcore_kernels.matmul_tensorcore_parallel if use_parallel
+                  else tensorcore_kernels.matmul_tensorcore)
+        kernel(unpacked_a, unpacked_bt, out, core.products_per_block, core.fraction_bits, *formats)
+    else:
+        serial, parallel = _KERNELS[order]
+        (parallel if use_parallel else serial)(unpacked_a, unpacked_bt, out, *formats)
     return out.astype(out_format.dtype, copy=False)

@@ -1,0 +1,224 @@
+"""``python -m sim crosscheck``: run the torch reference and the emulator, compare every op.
+
+    python -m sim crosscheck --device cpu|cuda --steps N [--mode exact|library] [--dump PATH]
+                             [--against PATH] [--replay] [--strict-nan] [training flags]
+
+Without ``--against`` the torch side runs here (``--dump PATH`` saves its records); with
+``--against PATH`` the torch side is read from a dump made earlier (on another machine, say),
+whose run settings then apply (flags given as well must agree with it), and torch is not needed.
+``--replay`` feeds each emulator op the device's own inputs. Exit status: 0 when no op diverges
+unexpectedly (``library`` ops may diverge: that is expected and reported), 1 when one does,
+2 for a bad command line, a missing torch/CUDA, or an unreadable dump.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from sim.crosscheck.compare import compare_records, format_report
+from sim.crosscheck.dump import DumpError, load_dump, save_dump
+from sim.crosscheck.program import Plan, UnsupportedConfig, run_training
+from sim.crosscheck.record import EmulatorBackend, Recorder, replay
+from sim.train import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig
+
+__all__ = ["main"]
+
+PROG = "python -m sim crosscheck"
+_NAN_PROFILES = {"cpu": "x86", "cuda": "cuda"}
+# argparse destination -> TrainConfig field, for the training flags.
+_FIELDS = ("precision", "loss_scale", "scale", "growth_interval", "master_weights", "optimizer", "lr",
+           "batch_size", "seed", "data", "hidden")
+
+
+class _UsageError(Exception):
+    """Reported as ``python -m sim crosscheck: error: ...`` with exit status 2."""
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _widths(text: str) -> tuple[int, ...]:
+    try:
+        widths = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer widths, got {text!r}") from None
+    if not widths or min(widths) < 1:
+        raise argparse.ArgumentTypeError(f"layer widths must be positive, got {text!r}")
+    return widths
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Compare a PyTorch training run with the emulator, op by op and bit by bit.",
+    )
+    parser.add_argument("--device", choices=("cpu", "cuda"), help="where torch runs (default cpu)")
+    parser.add_argument("--steps", type=_positive_int, metavar="N", help="training steps (default 50)")
+    parser.add_argument("--mode", choices=("exact", "library"),
+                        help="exact: every torch op bit-defined (default); library: torch's own kernels")
+    parser.add_argument("--dump", metavar="PATH", help="save the records this command computed (.npz)")
+    parser.add_argument("--against", metavar="PATH", help="compare with a saved torch dump instead of running torch")
+    parser.add_argument("--replay", action="store_true", help="feed each emulator op the device's own inputs")
+    parser.add_argument("--strict-nan", action="store_true", help="compare NaNs bit for bit, not by class")
+    parser.add_argument("--tensor-core", metavar="GPU",
+                        help="run the emulator's GEMMs under this tensor-core model (h100, h200, or none); "
+                             "default: h100 for --mode library on cuda, none otherwise")
+    parser.add_argument("--max-rows", type=_positive_int, default=5, metavar="N",
+                        help="differing elements shown for the first divergent op (default 5)")
+    training = parser.add_argument_group("training run (as python -m sim train; defaults likewise)")
+    training.add_argument("--precision", choices=tuple(PRECISIONS))
+    training.add_argument("--loss-scale", choices=LOSS_SCALES)
+    training.add_argument("--scale", type=float, metavar="S")
+    training.add_argument("--growth-interval", type=_positive_int, metavar="N")
+    training.add_argument("--no-master-weights", dest="master_weights", action="store_const", const=False)
+    training.add_argument("--optimizer", choices=OPTIMIZERS)
+    training.add_argument("--lr", type=float)
+    training.add_argument("--batch-size", type=_positive_int, metavar="B")
+    training.add_argument("--seed", type=int, metavar="S")
+    training.add_argument("--data", choices=DATASETS)
+    training.add_argument("--hidden", type=_widths, metavar="W1,W2,...",
+                          help="hidden layer widths (default 128,128,128)")
+    return parser
+
+
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    return {field: getattr(args, field) for field in _FIELDS if getattr(args, field) is not None}
+
+
+def _resolved(config: TrainConfig, steps: int) -> TrainConfig:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return dataclasses.replace(config, steps=steps).resolved()
+    except ValueError as error:
+        raise _UsageError(str(error)) from None
+
+
+def _from_dump(args: argparse.Namespace) -> tuple[Any, TrainConfig, str, str, int]:
+    try:
+        dump = load_dump(args.against)
+    except FileNotFoundError:
+        raise _UsageError(f"--against: no such file: {args.against}") from None
+    except DumpError as error:
+        raise _UsageError(f"--against: {error}") from None
+    if dump.side != "torch":
+        print(f"note: {args.against} holds the {dump.side}'s records, not torch's", file=sys.stderr)
+    try:
+        saved = TrainConfig.from_dict(dump.config)
+    except (TypeError, ValueError) as error:
+        raise _UsageError(f"--against: the dump's config is not a training config ({error})") from None
+    device = dump.device.get("device", "cpu")
+    conflicts = [f"--{name.replace('_', '-')} {given!r} (the dump has {saved_value!r})"
+                 for name, given, saved_value in (
+                     ("device", args.device, device), ("mode", args.mode, dump.mode), ("steps", args.steps, dump.steps),
+                     *((field, value, getattr(saved, field)) for field, value in _given(args).items()))
+                 if given is not None and given != saved_value]
+    if conflicts:
+        raise _UsageError("--against: flags disagree with the dump: " + "; ".join(conflicts))
+    return dump, _resolved(saved, dump.steps), device, dump.mode, dump.steps
+
+
+def _title(device: str, mode: str, info: dict[str, Any], config: TrainConfig, plan: Plan,
+           backend: EmulatorBackend, timings: dict[str, float]) -> list[str]:
+    torch_version = info.get("torch", "?")
+    hardware = info.get("gpu") or info.get("processor") or info.get("machine") or ""
+    scaling = config.loss_scale
+    if config.loss_scale == "dynamic":
+        scaling += f" (init {config.scale:g}, growth every {config.growth_interval})"
+    elif config.loss_scale == "static":
+        scaling += f" ({config.scale:g})"
+    sizes = "-".join(str(n) for n in (plan.x_train.shape[1], *config.hidden, int(plan.y_train.max()) + 1))
+    return [
+        f"crosscheck: torch {torch_version} on {device} {hardware} ({mode} mode) vs the softfloat16 emulator "
+        f"({backend.impl})",
+        f"run: {config.precision}, master weights {'on' if config.master_weights else 'off'}, loss scale {scaling}, "
+        f"{config.optimizer} lr {config.lr:g}, MLP {sizes}, batch {config.batch_size}, {plan.steps} steps, "
+        f"data {config.data}, seed {config.seed}",
+        "time: " + ", ".join(f"{side} {seconds:.1f} s" for side, seconds in timings.items()),
+        f"NaN profiles: device {_NAN_PROFILES.get(device, '?')}, emulator ieee (sim's ops; matmul NaNs are the "
+        "default NaN)",
+    ]
+
+
+def _tensor_core(args: argparse.Namespace, device: str, mode: str) -> str | None:
+    if args.tensor_core is None:
+        return "h100" if (device == "cuda" and mode == "library") else None
+    if args.tensor_core.lower() == "none":
+        return None
+    return args.tensor_core.lower()
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.against is not None:
+        dump, config, device, mode, steps = _from_dump(args)
+        device_records, info, settings = dump.records, dump.device, dump.settings
+    else:
+        device, mode, steps = args.device or "cpu", args.mode or "exact", args.steps or 50
+        config = _resolved(TrainConfig(**_given(args)), steps)
+    try:
+        plan = Plan.from_config(config, steps)
+    except UnsupportedConfig as error:
+        raise _UsageError(str(error)) from None
+    try:
+        backend = EmulatorBackend(_tensor_core(args, device, mode))
+    except ValueError:
+        raise _UsageError(f"--tensor-core: unknown GPU {args.tensor_core!r}; accepted: h100, h200, none") from None
+    timings: dict[str, float] = {}
+    if args.against is None:
+        device_records, info, settings = _run_torch(device, mode, plan, timings)
+        if args.dump is not None:
+            save_dump(args.dump, device_records, side="torch", mode=mode, config=config.to_dict(), steps=steps,
+                      device=info, settings=settings)
+    start = time.perf_counter()
+    if args.replay:
+        emulator_records = replay(device_records, backend, sources=lambda record: plan.source(record.name, record.step))
+    else:
+        recorder = Recorder(backend)
+        run_training(recorder, plan)
+        emulator_records = recorder.records
+    timings["emulator"] = time.perf_counter() - start
+    if args.against is not None and args.dump is not None:
+        save_dump(args.dump, emulator_records, side="emulator", mode=mode, config=config.to_dict(), steps=steps,
+                  settings={"nan_profile": "ieee", "ftz": False, "tensor_core": backend.impl})
+    report = compare_records(device_records, emulator_records, replay=args.replay, strict_nan=args.strict_nan)
+    print(format_report(report, _title(device, mode, info, config, plan, backend, timings), max_rows=args.max_rows))
+    return 1 if report.unexpected else 0
+
+
+def _run_torch(device: str, mode: str, plan: Plan, timings: dict[str, float]) -> tuple[list, dict, dict]:
+    try:
+        from sim.crosscheck.reference import TorchBackend, device_info, torch_settings
+        with torch_settings(device) as switches:
+            backend = TorchBackend(device, mode)
+            start = time.perf_counter()
+            recorder = Recorder(backend)
+            run_training(recorder, plan)
+            timings["torch"] = time.perf_counter() - start
+            info = device_info(device)
+    except (ImportError, RuntimeError) as error:
+        raise _UsageError(str(error)) from None
+    settings = {"nan_profile": _NAN_PROFILES[device], "ftz": False, "mode": mode, **switches}
+    return recorder.records, info, settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line (``argv`` without the ``crosscheck`` word); returns the exit status.
+
+    >>> main(["--against", "/nonexistent/dump.npz"])
+    2
+    """
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except _UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,26 @@
+"""Small training runs shared by the cross-check tests (fast: a 64-16-10 MLP, batch 8)."""
+import functools
+
+from sim.crosscheck.program import Plan, run_training
+from sim.crosscheck.record import EmulatorBackend, Recorder
+from sim.train import TrainConfig
+
+STEPS = 50
+# fp16 with dynamic scaling that overflows (NaN and inf gradients, skipped steps), backs off and
+# grows again every few steps; bf16 with the default recipe (no loss scaling).
+FP16_DYNAMIC = TrainConfig(precision="fp16", loss_scale="dynamic", scale=2.0**20, growth_interval=4,
+                           data="synthetic", hidden=(16,), batch_size=8)
+BF16 = TrainConfig(precision="bf16", data="synthetic", hidden=(16,), batch_size=8)
+
+
+@functools.cache
+def plan_for(config: TrainConfig, steps: int = STEPS) -> Plan:
+    return Plan.from_config(config, steps)
+
+
+@functools.cache
+def emulator_records(config: TrainConfig, steps: int = STEPS) -> tuple:
+    """The emulator's records of a run, computed once per test session."""
+    recorder = Recorder(EmulatorBackend())
+    run_training(recorder, plan_for(config, steps))
+    return tuple(recorder.records)
