@@ -1,0 +1,255 @@
+"""Bit-level comparison: ulp distance, readable descriptions of bit patterns, diff reports.
+
+Everything here decodes bit patterns with plain integer arithmetic and ``fractions.Fraction``; it
+never calls the arithmetic kernels, so it can judge their results.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .formats import Format, format as parse_format
+
+__all__ = [
+    "NAN_DISTANCE", "NAN_MODES", "Description", "classify", "describe", "diff_report",
+    "exact_decimal", "mismatch_mask", "ordered_key", "ulp_distance",
+]
+
+#: ``ulp_distance`` returns this where either operand is a NaN (NaNs are not on the ordered line).
+NAN_DISTANCE = -1
+
+#: How NaNs compare: ``"any"`` every NaN equals every NaN; ``"class"`` NaNs are equal when both are
+#: quiet or both signaling (sign and payload ignored); ``"strict"`` bit for bit.
+NAN_MODES = ("any", "class", "strict")
+
+
+def _fmt(fmt: Format | str) -> Format:
+    return parse_format(fmt)
+
+
+def to_bits(x, fmt: Format, name: str = "x") -> np.ndarray:
+    """Bit patterns as an int64 array from integers or a float array of the format's width."""
+    arr = np.asarray(x)
+    if arr.dtype.kind == "f" or arr.dtype.name == "bfloat16":
+        if arr.dtype.itemsize * 8 != fmt.width:
+            raise TypeError(f"{name}: a float array of dtype {arr.dtype} does not hold {fmt.name} bits")
+        arr = arr.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[arr.dtype.itemsize])
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected integer bit patterns, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if arr.size and (arr.min() < 0 or int(arr.max()) >> fmt.width):
+        bad = int(arr[(arr < 0) | (arr >> fmt.width != 0)].flat[0])
+        raise ValueError(f"{name}: {bad:#x} is not a {fmt.width}-bit {fmt.name} bit pattern")
+    return arr
+
+
+def ordered_key(bits, fmt: Format | str) -> np.ndarray:
+    """Position of each bit pattern on the ordered line of values: +0 and -0 are both 0, the
+    smallest subnormals are +-1, +-inf are +-``fmt.inf``. NaNs get the key of their magnitude
+    (meaningless; mask them out).
+
+    >>> import softfloat16 as sf
+    >>> ordered_key([0x8001, 0x0000, 0x8000, 0x3C00], sf.fp16).tolist()
+    [-1, 0, 0, 15360]
+    """
+    fmt = _fmt(fmt)
+    b = to_bits(bits, fmt, "bits")
+    magnitude = b & (fmt.sign_mask - 1)
+    return np.where(b & fmt.sign_mask, -magnitude, magnitude)
+
+
+def _is_nan(b: np.ndarray, fmt: Format) -> np.ndarray:
+    return (b & (fmt.sign_mask - 1)) > fmt.inf
+
+
+def ulp_distance(a, b, fmt: Format | str):
+    """Number of representable values between ``a`` and ``b`` (bit patterns) on the ordered line.
+
+    Adjacent values are 1 apart, +0 and -0 are 0 apart, max finite and inf are 1 apart. Where
+    either operand is a NaN the result is ``NAN_DISTANCE`` (-1). Broadcasts; returns int64.
+
+    >>> import softfloat16 as sf
+    >>> ulp_distance(0x3C00, [0x3C01, 0x3BFF, 0xBC00, 0x7E00], sf.fp16).tolist()
+    [1, 1, 30720, -1]
+    """
+    fmt = _fmt(fmt)
+    a_bits, b_bits = to_bits(a, fmt, "a"), to_bits(b, fmt, "b")
+    distance = np.abs(ordered_key(a_bits, fmt) - ordered_key(b_bits, fmt))
+    distance = np.where(_is_nan(a_bits, fmt) | _is_nan(b_bits, fmt), NAN_DISTANCE, distance)
+    return distance[()] if distance.ndim == 0 else distance
+
+
+def classify(bits: int, fmt: Format | str) -> str:
+    """Class of one bit pattern: zero, subnormal, normal, inf, qnan or snan.
+
+    >>> import softfloat16 as sf
+    >>> [classify(b, sf.fp16) for b in (0x8000, 0x0001, 0x3C00, 0xFC00, 0x7E00, 0x7C01)]
+    ['zero', 'subnormal', 'normal', 'inf', 'qnan', 'snan']
+    """
+    fmt = _fmt(fmt)
+    bits = int(bits)
+    exponent = (bits >> fmt.fraction_bits) & ((1 << fmt.exponent_bits) - 1)
+    fraction = bits & ((1 << fmt.fraction_bits) - 1)
+    if exponent == 0:
+        return "zero" if fraction == 0 else "subnormal"
+    if exponent < (1 << fmt.exponent_bits) - 1:
+        return "normal"
+    if fraction == 0:
+        return "inf"
+    return "qnan" if fraction >> (fmt.fraction_bits - 1) else "snan"
+
+
+def exact_decimal(value: Fraction) -> str:
+    """The exact decimal expansion of a dyadic rational (every binary float value is one).
+
+    >>> exact_decimal(Fraction(-1, 1024))
+    '-0.0009765625'
+    """
+    value = Fraction(value)
+    denominator = value.denominator
+    digits = denominator.bit_length() - 1
+    if denominator != 1 << digits:
+        raise ValueError(f"{value} is not a dyadic rational")
+    scaled = abs(value.numerator) * 5**digits  # value * 10**digits, an integer
+    text = str(scaled).rjust(digits + 1, "0")
+    whole, frac = text[: len(text) - digits], text[len(text) - digits:].rstrip("0")
+    sign = "-" if value < 0 else ""
+    return f"{sign}{whole}.{frac}" if frac else f"{sign}{whole}.0"
+
+
+def short_value(value: Fraction | float, max_digits: int = 20) -> str:
+    """A decimal for display: exact when short, else the shortest float64 repr marked with '~'."""
+    if isinstance(value, float):
+        return repr(value)
+    exact = exact_decimal(value)
+    if len(exact.strip("-0.")) <= max_digits:
+        return exact
+    return "~" + repr(float(value))
+
+
+@dataclass(frozen=True)
+class Description:
+    """Fields, class and exact value of one bit pattern (see ``describe``)."""
+
+    format: Format
+    bits: int
+    sign: int
+    exponent: int          # the biased exponent field
+    fraction: int          # the fraction field
+    kind: str              # zero, subnormal, normal, inf, qnan, snan
+    value: Fraction | float
+
+    @property
+    def hex(self) -> str:
+        return f"0x{self.bits:0{(self.format.width + 3) // 4}x}"
+
+    @property
+    def fields(self) -> str:
+        """The three fields in binary, separated by spaces."""
+        fmt = self.format
+        return f"{self.sign} {self.exponent:0{fmt.exponent_bits}b} {self.fraction:0{fmt.fraction_bits}b}"
+
+    def __str__(self) -> str:
+        if self.kind == "zero":
+            value = "-0.0" if self.sign else "0.0"
+        else:
+            value = "nan" if self.kind.endswith("nan") else short_value(self.value)
+        return f"{self.hex} = {value} [{self.fields}] {self.kind}"
+
+
+def describe(bits: int, fmt: Format | str) -> Description:
+    """Decode one bit pattern into sign, exponent field, fraction field, class and exact value.
+
+    >>> import softfloat16 as sf
+    >>> d = describe(0x3C01, sf.fp16)
+    >>> d.value, d.kind
+    (Fraction(1025, 1024), 'normal')
+    >>> print(d)
+    0x3c01 = 1.0009765625 [0 01111 0000000001] normal
+    """
+    fmt = _fmt(fmt)
+    bits = int(to_bits(bits, fmt, "bits"))
+    sign = bits >> (fmt.width - 1)
+    exponent = (bits >> fmt.fraction_bits) & ((1 << fmt.exponent_bits) - 1)
+    fraction = bits & ((1 << fmt.fraction_bits) - 1)
+    kind = classify(bits, fmt)
+    value: Fraction | float
+    if kind == "inf":
+        value = float("-inf") if sign else float("inf")
+    elif kind.endswith("nan"):
+        value = float("nan")
+    else:
+        significand = fraction if exponent == 0 else fraction | (1 << fmt.fraction_bits)
+        scale = max(exponent, 1) - fmt.bias - fmt.fraction_bits
+        value = Fraction(significand) * Fraction(2) ** scale * (-1 if sign else 1)
+    return Description(fmt, bits, sign, exponent, fraction, kind, value)
+
+
+def mismatch_mask(actual, expected, fmt: Format | str, nan: str = "class", ulp: int | None = None) -> np.ndarray:
+    """Boolean mask (broadcast shape) of elements that differ: bit patterns that are not equal
+    (``ulp=None``), or that are more than ``ulp`` ulps apart (where +0 and -0 are 0 apart).
+    NaNs never match non-NaNs; NaN against NaN follows ``nan`` (see ``NAN_MODES``).
+
+    >>> import softfloat16 as sf
+    >>> mismatch_mask([0x3C00, 0x7E01, 0x0000], [0x3C00, 0xFE00, 0x8000], sf.fp16).tolist()
+    [False, False, True]
+    """
+    fmt = _fmt(fmt)
+    if nan not in NAN_MODES:
+        raise ValueError(f"nan: unknown NaN comparison {nan!r}; accepted: {', '.join(NAN_MODES)}")
+    a, e = np.broadcast_arrays(to_bits(actual, fmt, "actual"), to_bits(expected, fmt, "expected"))
+    a_nan, e_nan = _is_nan(a, fmt), _is_nan(e, fmt)
+    if ulp is None:
+        differ = a != e
+    else:
+        differ = np.abs(ordered_key(a, fmt) - ordered_key(e, fmt)) > ulp
+    quiet = 1 << (fmt.fraction_bits - 1)
+    if nan == "any":
+        nan_differ = np.zeros_like(differ)
+    elif nan == "class":
+        nan_differ = (a & quiet) != (e & quiet)
+    else:
+        nan_differ = a != e
+    return np.where(a_nan | e_nan, ~(a_nan & e_nan) | nan_differ, differ)
+
+
+def diff_report(actual, expected, fmt: Format | str, nan: str = "class", max_rows: int = 10,
+                ulp: int | None = None, header: str = "") -> str:
+    """Text listing the elements where ``actual`` and ``expected`` differ (empty if none):
+    bit patterns that are not equal, or (with ``ulp``) more than ``ulp`` ulps apart.
+
+    For the first ``max_rows`` differences: the index, both bit patterns in hex, their decoded
+    values, fields and classes, and the ulp distance.
+
+    >>> import softfloat16 as sf
+    >>> print(diff_report([0x3C00, 0x3C01], [0x3C00, 0x3C00], sf.fp16))
+    Mismatched elements: 1 / 2 (50%) [fp16, nan='class']
+    Max ulp distance: 1
+     index (1,): actual   0x3c01 = 1.0009765625 [0 01111 0000000001] normal
+                 expected 0x3c00 = 1.0 [0 01111 0000000000] normal
+                 ulp distance 1
+    """
+    fmt = _fmt(fmt)
+    a, e = np.broadcast_arrays(to_bits(actual, fmt, "actual"), to_bits(expected, fmt, "expected"))
+    bad = mismatch_mask(a, e, fmt, nan=nan, ulp=ulp)
+    count = int(np.count_nonzero(bad))
+    if count == 0:
+        return ""
+    distances = np.asarray(ulp_distance(a, e, fmt))
+    finite = distances[bad & (distances >= 0)]
+    lines = [] if not header else [header]
+    lines.append(f"Mismatched elements: {count} / {a.size} ({100 * count / a.size:.3g}%) [{fmt.name}, nan={nan!r}]")
+    lines.append("Max ulp distance: " + (str(int(finite.max())) if finite.size else "n/a (NaN)"))
+    for index in list(zip(*np.nonzero(bad)))[:max_rows]:
+        index = tuple(int(i) for i in index)
+        d = int(distances[index])
+        label = f" index {index}: "
+        pad = " " * len(label)
+        lines.append(f"{label}actual   {describe(int(a[index]), fmt)}")
+        lines.append(f"{pad}expected {describe(int(e[index]), fmt)}")
+        lines.append(f"{pad}ulp distance {d if d >= 0 else 'n/a (NaN)'}")
+    if count > max_rows:
+        lines.append(f" ... and {count - max_rows} more")
+    return "\n".join(lines)

@@ -1,0 +1,390 @@
+"""Check the core against an independent reference, exhaustively or on a sample.
+
+Each job (format x op x rounding mode) is cut into chunks of 2^22 cases with a fixed content (an
+index range of the operand space, or a seeded random draw), so results never depend on how many
+worker processes ran them or in which order; finished chunks are recorded in an optional JSON
+checkpoint so that an interrupted run resumes where it stopped. The reference is
+``softfloat16._verify_reference`` (host float hardware where provably exact, else exact signs
+with error-free transformations, else ``fractions.Fraction``).
+
+>>> summary = verify("fp16", "add", "rtz", sample=5000, workers=1)
+>>> summary.cases, summary.mismatches
+(5000, 0)
+"""
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from . import _verify_reference as reference
+from .formats import format as parse_format
+from .ops import convert as core_convert
+
+__all__ = ["CHUNK", "DEFAULT_FMA_C", "Job", "Summary", "check_chunk", "format_summary", "verify"]
+
+CHUNK = 1 << 22            # cases per chunk: the unit of sharding and of checkpointing
+BLOCK = 1 << 18            # cases per core/reference call inside a chunk (cache-sized)
+MAX_EXAMPLES = 10          # mismatches kept per chunk and in the summary
+FORMATS = ("fp16", "bf16")
+# c values for exhaustive fma over (a, b): zeros, the tiniest subnormal, one, max finite, min normal
+DEFAULT_FMA_C = {
+    "fp16": (0x0000, 0x8000, 0x0001, 0x3C00, 0xBC00, 0x7BFF, 0x0400, 0x8400),
+    "bf16": (0x0000, 0x8000, 0x0001, 0x3F80, 0xBF80, 0x7F7F, 0x0080, 0x8080),
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One verification row: what to check, and over which cases."""
+
+    format: str
+    op: str
+    rounding: str
+    exhaustive: bool = False
+    sample: int = 1 << 20
+    seed: int = 0
+    source: str | None = None          # convert only: the source format
+    fma_c: tuple[int, ...] = ()        # exhaustive fma only: the c values
+    strict_nan: bool = False
+    method: str = "auto"               # reference method: auto | hardware | exact
+
+    def __post_init__(self) -> None:
+        fmt = parse_format(self.format)
+        object.__setattr__(self, "format", fmt.name)
+        if self.op not in reference.OPS:
+            raise ValueError(f"op: unknown op {self.op!r}; accepted: {', '.join(reference.OPS)}")
+        if self.rounding not in reference.MODES:
+            raise ValueError(f"rounding: unknown mode {self.rounding!r}; accepted: {', '.join(reference.MODES)}")
+        if self.method not in ("auto", "hardware", "exact"):
+            raise ValueError(f"method: unknown reference method {self.method!r}; accepted: auto, hardware, exact")
+        if self.op == "convert":
+            source = parse_format(self.source or ("fp32" if fmt.name in FORMATS else "fp16")).name
+            object.__setattr__(self, "source", source)
+            if source == fmt.name or {source, fmt.name} - {"fp16", "bf16", "fp32"}:
+                raise ValueError(f"convert: supported between fp16, bf16 and fp32, not {source} -> {fmt.name}")
+            if fmt.name == "fp32" and source == "fp32":
+                raise ValueError("convert: source and destination are the same")
+        else:
+            if fmt.name not in FORMATS:
+                raise ValueError(f"format: {self.op} is verified for {', '.join(FORMATS)}, not {fmt.name}")
+            object.__setattr__(self, "source", None)
+        if self.op == "fma" and self.exhaustive:
+            c = tuple(int(x) for x in (self.fma_c or DEFAULT_FMA_C[fmt.name]))
+            object.__setattr__(self, "fma_c", c)
+        else:
+            object.__setattr__(self, "fma_c", ())
+        if not self.exhaustive and self.sample <= 0:
+            raise ValueError(f"sample: expected a positive number of cases, got {self.sample}")
+
+    @property
+    def input_format(self):
+        return parse_format(self.source or self.format)
+
+    @property
+    def space_bits(self) -> int:
+        """log2 of the exhaustive operand space (per c value for fma)."""
+        arity = 2 if self.op in reference.BINARY + ("fma",) else 1
+        return arity * self.input_format.width
+
+    @property
+    def cases(self) -> int:
+        if not self.exhaustive:
+            return self.sample
+        return (1 << self.space_bits) * max(1, len(self.fma_c))
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.cases // CHUNK)
+
+    def title(self) -> str:
+        what = f"{self.source}->{self.format}" if self.op == "convert" else self.format
+        scope = "exhaustive" if self.exhaustive else f"sample of {self.sample}, seed {self.seed}"
+        extra = f", c in {{{', '.join(f'{c:#06x}' for c in self.fma_c)}}}" if self.fma_c else ""
+        return f"{self.op} {what} {self.rounding} ({scope}{extra})"
+
+
+@dataclass
+class ChunkResult:
+    chunk: int
+    cases: int
+    mismatches: int
+    settled: int                       # elements the reference settled with Fraction arithmetic
+    seconds: float
+    examples: list = field(default_factory=list)
+
+
+@dataclass
+class Summary:
+    """The outcome of ``verify``."""
+
+    job: Job
+    cases: int
+    mismatches: int
+    settled: int
+    chunks_done: int
+    chunks_resumed: int
+    wall_seconds: float                # this run
+    total_seconds: float               # including earlier runs recorded in the checkpoint
+    workers: int
+    examples: list
+
+    @property
+    def complete(self) -> bool:
+        return self.chunks_done == self.job.chunks
+
+
+# --- one chunk -----------------------------------------------------------------------------------
+
+def _operands(job: Job, chunk: int, start: int, count: int) -> list[np.ndarray]:
+    """Bit-pattern operands of cases [start, start + count) of a chunk (``start`` is global)."""
+    fmt = job.input_format
+    if not job.exhaustive:
+        rng = np.random.default_rng([job.seed, chunk, start])
+        arity = reference.ARITY[job.op]
+        return [rng.integers(0, 1 << fmt.width, count, dtype=np.uint64).astype(fmt.dtype) for _ in range(arity)]
+    index = np.arange(start, start + count, dtype=np.uint64)
+    per_c = np.uint64(1 << job.space_bits)
+    if job.op == "fma":
+        c = np.full(count, job.fma_c[int(start // (1 << job.space_bits))], dtype=fmt.dtype)
+        index = index % per_c
+    if job.space_bits == 2 * fmt.width:  # a in the high half, b in the low half
+        width = np.uint64(fmt.width)
+        mask = np.uint64((1 << fmt.width) - 1)
+        ops = [(index >> width).astype(fmt.dtype), (index & mask).astype(fmt.dtype)]
+    else:
+        ops = [index.astype(fmt.dtype)]
+    return ops + [c] if job.op == "fma" else ops
+
+
+def _core(job: Job, operands: list[np.ndarray]) -> np.ndarray:
+    """The core's results, through its public API only."""
+    fmt = parse_format(job.format)
+    if job.op == "convert":
+        return core_convert(operands[0], src=job.source, dst=fmt, rounding=job.rounding)
+    return getattr(fmt, job.op)(*operands, rounding=job.rounding)
+
+
+def _is_nan(bits: np.ndarray, fmt) -> np.ndarray:
+    return (bits.astype(np.int64) & (fmt.sign_mask - 1)) > fmt.inf
+
+
+def _hex(value: int, fmt) -> str:
+    return f"0x{int(value):0{fmt.width // 4}x}"
+
+
+def check_chunk(job: Job, chunk: int) -> ChunkResult:
+    """Run one chunk: the core and the reference on the same cases, compared bit for bit (NaNs by
+    class: both NaN and the core's quiet, unless ``job.strict_nan``)."""
+    began = time.perf_counter()
+    fmt, in_fmt = parse_format(job.format), job.input_format
+    quiet = 1 << (fmt.fraction_bits - 1)
+    first, end = chunk * CHUNK, min((chunk + 1) * CHUNK, job.cases)
+    result = ChunkResult(chunk, end - first, 0, 0, 0.0)
+    for start in range(first, end, BLOCK):
+        operands = _operands(job, chunk, start, min(BLOCK, end - start))
+        actual = np.asarray(_core(job, operands)).astype(fmt.dtype)
+        expected, settled = reference.reference(fmt, job.op, job.rounding, operands,
+                                                src=job.source, method=job.method)
+        result.settled += settled
+        differ = actual != expected
+        if job.strict_nan:
+            differ |= _is_nan(expected, fmt)
+        suspects = np.flatnonzero(differ)
+        if suspects.size == 0:
+            continue
+        a, e = actual[suspects], expected[suspects]
+        e_nan = _is_nan(e, fmt)
+        if job.strict_nan:
+            strict = reference.ieee_nan_bits(fmt, [x[suspects] for x in operands], job.source)
+            e = np.where(e_nan, strict, e)
+            ok = a == e
+        else:
+            ok = e_nan & _is_nan(a, fmt) & ((a & quiet) != 0)
+        bad = suspects[~ok]
+        result.mismatches += int(bad.size)
+        for i in bad[: MAX_EXAMPLES - len(result.examples)]:
+            j = int(np.searchsorted(suspects, i))
+            result.examples.append({
+                "case": start + int(i),
+                "operands": [_hex(x[i], in_fmt) for x in operands],
+                "core": _hex(actual[i], fmt),
+                "reference": _hex(e[j], fmt),
+            })
+    result.seconds = time.perf_counter() - began
+    return result
+
+
+def _run_chunk(args: tuple[Job, int]) -> ChunkResult:
+    return check_chunk(*args)
+
+
+# --- checkpoint and progress -----------------------------------------------------------------
+
+def _job_key(job: Job) -> dict:
+    d = asdict(job)
+    d["fma_c"] = list(d["fma_c"])
+    return d
+
+
+def _load_checkpoint(path: str, job: Job) -> dict:
+    if not path or not os.path.exists(path):
+        return {"job": _job_key(job), "chunks": {}, "examples": [], "seconds": 0.0}
+    with open(path) as f:
+        state = json.load(f)
+    if state.get("job") != _job_key(job):
+        raise ValueError(f"checkpoint: {path} records a different job ({state.get('job')}); "
+                         "use another file or delete it")
+    return state
+
+
+def _save_checkpoint(path: str, state: dict) -> None:
+    """Write atomically: a temporary file in the same directory, then rename over the old one."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".verify-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class Progress:
+    """A one-line progress bar on stderr (a terminal), or a line every 30 s (a log file)."""
+
+    def __init__(self, job: Job, enabled: bool, stream=None):
+        self.job, self.enabled = job, enabled
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.began = time.perf_counter()
+        self.last = self.began
+
+    def update(self, cases_done: int, cases_this_run: int, mismatches: int, final: bool = False) -> None:
+        now = time.perf_counter()
+        if not self.enabled or (not final and now - self.last < (0.2 if self.tty else 30.0)):
+            return
+        self.last = now
+        total = self.job.cases
+        fraction = cases_done / total if total else 1.0
+        elapsed = now - self.began
+        rate = cases_this_run / elapsed if elapsed > 0 else 0.0
+        eta = (total - cases_done) / rate if rate > 0 else math.inf
+        bar = "#" * int(30 * fraction) + "-" * (30 - int(30 * fraction))
+        eta_text = f", ETA {eta:.0f}s" if eta != math.inf and not final else ""
+        text = (f"{self.job.op} {self.job.format} {self.job.rounding} [{bar}] {100 * fraction:5.1f}% "
+                f"{cases_done:.3g}/{total:.3g} cases, {mismatches} mismatches, "
+                f"{elapsed:.0f}s elapsed{eta_text}")
+        if self.tty:
+            self.stream.write("\r" + text + ("\n" if final else ""))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+# --- the driver --------------------------------------------------------------------------------
+
+def verify(format: str, op: str, rounding: str = "rne", *, exhaustive: bool = False,  # noqa: A002
+           sample: int = 1 << 20, workers: int | None = None, checkpoint: str | None = None,
+           progress: bool = False, strict_nan: bool = False, seed: int = 0,
+           source: str | None = None, fma_c: tuple[int, ...] = (), method: str = "auto") -> Summary:
+    """Check the core's ``op`` in ``format`` and ``rounding`` against the reference.
+
+    ``exhaustive``: every operand (pair) of the format; else ``sample`` seeded random cases.
+    ``workers``: processes (default: the CPU count); ``checkpoint``: JSON file of finished chunks,
+    read to resume and rewritten as chunks finish. Returns a ``Summary``.
+
+    >>> s = verify("bf16", "mul", "rup", sample=3000, workers=1)
+    >>> (s.cases, s.mismatches, s.complete)
+    (3000, 0, True)
+    """
+    job = Job(format, op, rounding, exhaustive=exhaustive, sample=sample, seed=seed, source=source,
+              fma_c=tuple(fma_c), strict_nan=strict_nan, method=method)
+    state = _load_checkpoint(checkpoint, job)
+    done = {int(k): v for k, v in state["chunks"].items()}
+    resumed = len(done)
+    todo = [c for c in range(job.chunks) if c not in done]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    bar = Progress(job, progress)
+    began = time.perf_counter()
+    last_save = began
+    cases_this_run = 0
+
+    def record(r: ChunkResult) -> None:
+        nonlocal cases_this_run, last_save
+        done[r.chunk] = {"cases": r.cases, "mismatches": r.mismatches, "settled": r.settled,
+                         "seconds": round(r.seconds, 3)}
+        state["examples"] = sorted(state["examples"] + r.examples, key=lambda x: x["case"])[:MAX_EXAMPLES]
+        cases_this_run += r.cases
+        now = time.perf_counter()
+        if checkpoint and (now - last_save > 1.0 or len(done) == job.chunks):
+            state["chunks"] = {str(k): v for k, v in sorted(done.items())}
+            state["seconds"] = state.get("seconds", 0.0) + (now - last_save)
+            last_save = now
+            _save_checkpoint(checkpoint, state)
+        bar.update(sum(v["cases"] for v in done.values()), cases_this_run,
+                   sum(v["mismatches"] for v in done.values()))
+
+    try:
+        if workers == 1:
+            for chunk in todo:
+                record(check_chunk(job, chunk))
+        else:
+            methods = multiprocessing.get_all_start_methods()
+            context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+            with context.Pool(workers) as pool:
+                for r in pool.imap_unordered(_run_chunk, [(job, c) for c in todo]):
+                    record(r)
+    finally:
+        if checkpoint and done:
+            state["chunks"] = {str(k): v for k, v in sorted(done.items())}
+            state["seconds"] = state.get("seconds", 0.0) + (time.perf_counter() - last_save)
+            _save_checkpoint(checkpoint, state)
+    wall = time.perf_counter() - began
+    bar.update(sum(v["cases"] for v in done.values()), cases_this_run,
+               sum(v["mismatches"] for v in done.values()), final=True)
+    return Summary(
+        job=job, cases=sum(v["cases"] for v in done.values()),
+        mismatches=sum(v["mismatches"] for v in done.values()),
+        settled=sum(v["settled"] for v in done.values()), chunks_done=len(done),
+        chunks_resumed=resumed, wall_seconds=wall,
+        total_seconds=state.get("seconds", wall) if checkpoint else wall, workers=workers,
+        examples=state["examples"])
+
+
+def format_summary(s: Summary) -> str:
+    """The human-readable report of a ``Summary``.
+
+    >>> print(format_summary(verify("fp16", "sqrt", "rne", exhaustive=True, workers=1)).splitlines()[0])
+    verify sqrt fp16 rne (exhaustive): 65536 cases, 0 mismatches
+    """
+    job = s.job
+    lines = [f"verify {job.title()}: {s.cases} cases, {s.mismatches} mismatches"]
+    if not s.complete:
+        lines.append(f"  INCOMPLETE: {s.chunks_done}/{job.chunks} chunks of {job.cases} cases")
+    method = job.method
+    if method == "auto":
+        hardware = (job.op == "convert" and parse_format(job.format).width > job.input_format.width) or \
+            (job.rounding == "rne" and job.op != "fma")
+        method = "hardware" if hardware else "exact"
+    lines.append(f"  reference: {method}; settled by Fraction: {s.settled}; NaNs compared "
+                 f"{'bit for bit (ieee profile)' if job.strict_nan else 'by class'}")
+    lines.append(f"  wall time: {s.wall_seconds:.1f} s this run ({s.workers} worker{'s' * (s.workers != 1)}), "
+                 f"{s.total_seconds:.1f} s in total; chunks resumed from a checkpoint: {s.chunks_resumed}")
+    if s.examples:
+        lines.append("  first mismatches (case: operands -> core, reference):")
+        for x in s.examples:
+            lines.append(f"    {x['case']}: {job.op}({', '.join(x['operands'])}) -> core {x['core']}, "
+                         f"reference {x['reference']}")
+    return "\n".join(lines)
