@@ -1,4 +1,5 @@
-"""``python -m sim``: subcommands ``train`` (here), ``report`` and ``crosscheck`` (to come).
+"""``python -m sim``: subcommands ``train`` (here), ``report`` (:mod:`sim.report`; also what
+``python -m sim`` runs with no arguments) and ``crosscheck`` (:mod:`sim.crosscheck`, when present).
 
 ``train`` flags follow the issue: precision, loss scaling, master weights, clipping (and the
 clip-before-unscale bug on purpose), optimizer, budget, seed, JSON report, checkpoint and resume.
@@ -102,8 +103,17 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--json", metavar="PATH", help="write the run's report as JSON")
     train.add_argument("--checkpoint", metavar="PATH", help="save the state here (every 100 steps and at the end)")
     train.add_argument("--resume", metavar="PATH", help="continue from a checkpoint")
-    for name in ("report", "crosscheck"):
-        commands.add_parser(name, help=f"{name} (not implemented yet)")
+    report = commands.add_parser(
+        "report",
+        help="run the loss-scaling experiment suite and write report.md, results.json and figures (default)",
+        description="Run the nine-recipe loss-scaling suite; write DIR/report.md, DIR/results.json and "
+                    "PNG figures, and print the results table.",
+    )
+    from sim.report import add_arguments  # light: sim.report imports matplotlib only when drawing
+
+    add_arguments(report)
+    commands.add_parser("crosscheck", help="compare the emulator's training step with a torch reference",
+                        add_help=False)
     return parser
 
 
@@ -230,23 +240,36 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status.
+def _crosscheck(argv: list[str]) -> int:
+    """Hand the arguments to :mod:`sim.crosscheck` (imported only now: it needs torch)."""
+    try:
+        from sim.crosscheck.cli import main as crosscheck_main
+    except ModuleNotFoundError as error:
+        if error.name not in ("sim.crosscheck", "sim.crosscheck.cli"):
+            raise
+        print("sim crosscheck: not implemented yet (it comes with the torch reference)")
+        return 2
+    return crosscheck_main(argv)
 
-    >>> main(["report"])
-    sim report: not implemented yet (it comes with the experiment suite)
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status. No arguments runs the report.
+
+    >>> main(["train", "--loss-scale", "static"])
     2
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["crosscheck"]:  # its flags belong to sim.crosscheck, not to this parser
+        return _crosscheck(argv[1:])
     parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
+    args = parser.parse_args(argv or ["report"])
+    if args.command is None:  # only global flags were given
         parser.print_help()
-        print("\nsim: no command given; the default (the report) is not implemented yet", file=sys.stderr)
         return 2
-    if args.command in ("report", "crosscheck"):
-        what = "the experiment suite" if args.command == "report" else "the torch reference"
-        print(f"sim {args.command}: not implemented yet (it comes with {what})")
-        return 2
+    if args.command == "report":
+        from sim.report import run as run_report
+
+        return run_report(args)
     try:
         return _train(args)
     except _UsageError as error:

@@ -4,7 +4,9 @@
   nonzero when the same backward pass runs in FP32 on the same forward values;
 - swallowed updates: nonzero updates smaller than half an ulp of the weight in the compute
   format (``w - u`` would round back to ``w`` there);
-- subnormal and non-finite gradient entries (in the low-precision gradients).
+- subnormal and non-finite gradient entries (in the low-precision gradients);
+- :class:`Log2Histogram`: magnitudes binned by ``floor(log2|x|)``, read exactly from the binary
+  exponent, for the report's pictures of where gradients and update ratios fall.
 
 Counting reads bit fields, or exact float64 values of bit patterns (``to_float``), so it adds no
 rounding of its own and never feeds back into training.
@@ -21,6 +23,7 @@ import numpy as np
 import softfloat16 as sf
 
 __all__ = [
+    "Log2Histogram",
     "RunLog",
     "StepRecord",
     "count_nonfinite",
@@ -28,6 +31,7 @@ __all__ = [
     "count_swallowed",
     "count_underflow",
     "half_ulp",
+    "log2_floor",
 ]
 
 
@@ -192,3 +196,90 @@ class RunLog:
             self.records = [StepRecord(**r) for r in state["records"]]
         except (KeyError, TypeError) as error:
             raise ValueError(f"run log state is malformed: {error}") from None
+
+
+def log2_floor(values: np.ndarray) -> np.ndarray:
+    """``floor(log2|x|)`` of nonzero finite float64 values, exactly (the binary exponent).
+
+    >>> log2_floor(np.array([1.0, 0.75, 65504.0, 2.0**-24])).tolist()
+    [0, -1, 15, -24]
+    """
+    _, exponent = np.frexp(np.asarray(values, dtype=np.float64))
+    return exponent.astype(np.int64) - 1
+
+
+class Log2Histogram:
+    """Counts of magnitudes by ``floor(log2|x|)`` (bin ``e`` holds ``2**e <= |x| < 2**(e+1)``),
+    plus zeros and non-finite values. Integer counts from exact exponents: the same values give
+    the same histogram on every machine.
+
+    >>> h = Log2Histogram()
+    >>> h.add(np.array([0.0, 1.0, 1.5, 2.0**-30, np.inf]))
+    >>> h.total, h.zeros, h.nonfinite, h.count_below(-24), h.quantile(0.5)
+    (3, 1, 1, 1, 0)
+    >>> low, counts = h.bins()
+    >>> low, counts[0], sum(counts[1:-1]), counts[-1]
+    (-30, 1, 0, 2)
+    >>> Log2Histogram.from_dict(h.to_dict()).to_dict() == h.to_dict()
+    True
+    """
+
+    _OFFSET = 1100  # float64 exponents lie in [-1074, 1023]
+    _SIZE = 2200
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(self._SIZE, dtype=np.int64)
+        self.zeros = 0
+        self.nonfinite = 0
+
+    def add(self, values: np.ndarray) -> None:
+        """Count float64 ``values`` (any shape)."""
+        values = np.abs(np.asarray(values, dtype=np.float64)).ravel()
+        finite = np.isfinite(values)
+        self.nonfinite += int(np.count_nonzero(~finite))
+        nonzero = values[finite & (values != 0.0)]
+        self.zeros += int(np.count_nonzero(finite)) - nonzero.size
+        self.counts += np.bincount(log2_floor(nonzero) + self._OFFSET, minlength=self._SIZE)
+
+    def merge(self, other: Log2Histogram) -> None:
+        self.counts += other.counts
+        self.zeros += other.zeros
+        self.nonfinite += other.nonfinite
+
+    @property
+    def total(self) -> int:
+        """Nonzero finite values counted."""
+        return int(self.counts.sum())
+
+    def count_below(self, exponent: int) -> int:
+        """Nonzero finite values with ``|x| < 2**exponent``."""
+        return int(self.counts[: max(0, exponent + self._OFFSET)].sum())
+
+    def quantile(self, q: float) -> int | None:
+        """The bin holding the ``q``-quantile of the nonzero finite values (None if there are none)."""
+        total = self.total
+        if total == 0:
+            return None
+        cumulative = np.cumsum(self.counts)
+        return int(np.searchsorted(cumulative, max(1, math.ceil(q * total)))) - self._OFFSET
+
+    def bins(self) -> tuple[int, list[int]]:
+        """(lowest occupied bin, counts from there to the highest occupied bin)."""
+        occupied = np.flatnonzero(self.counts)
+        if occupied.size == 0:
+            return 0, []
+        low, high = int(occupied[0]), int(occupied[-1])
+        return low - self._OFFSET, self.counts[low:high + 1].tolist()
+
+    def to_dict(self) -> dict[str, Any]:
+        low, counts = self.bins()
+        return {"low": low, "counts": counts, "zeros": self.zeros, "nonfinite": self.nonfinite}
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> Log2Histogram:
+        histogram = cls()
+        start = int(state["low"]) + cls._OFFSET
+        counts = np.asarray(state["counts"], dtype=np.int64)
+        histogram.counts[start:start + counts.size] = counts
+        histogram.zeros, histogram.nonfinite = int(state["zeros"]), int(state["nonfinite"])
+        return histogram

@@ -49,7 +49,7 @@ from sim.optim import SGD, Adam, clip_grad_norm, global_norm
 from sim.scaler import DynamicLossScaler, LossScaler, StaticLossScaler
 from sim.tensor import Tensor, cast, gradients, mean, scale, softmax_cross_entropy
 
-__all__ = ["PRECISIONS", "Dataset", "TrainConfig", "Trainer", "load_dataset"]
+__all__ = ["PRECISIONS", "Dataset", "StepDetail", "TrainConfig", "Trainer", "load_dataset"]
 
 PRECISIONS = {"fp32": sf.fp32, "fp16": sf.fp16, "bf16": sf.bf16}
 LOSS_SCALES = ("none", "static", "dynamic")
@@ -207,6 +207,31 @@ def load_dataset(name: str, seed: int = 0) -> Dataset:
     return Dataset(*split)
 
 
+@dataclasses.dataclass(frozen=True)
+class StepDetail:
+    """Everything one step computed, handed to :attr:`Trainer.observers` after the step.
+
+    Bit arrays, shared with the trainer: observers read them and never write. ``grads_low`` are
+    the compute-format gradients of ``loss * loss_scale``; ``grads_reference`` the same backward
+    in FP32 (for an fp32 run, the gradients themselves). ``updates`` (what the optimizer
+    subtracted, in ``param_format``) and ``params_after`` are None on a skipped step. ``loss`` and
+    ``leaves`` (the compute-format parameters) keep the step's graph, so an observer can run
+    another backward pass on it.
+    """
+
+    record: StepRecord
+    loss: Tensor
+    leaves: list[Tensor]
+    loss_scale: np.float32
+    compute: sf.Format
+    param_format: sf.Format
+    grads_low: list[np.ndarray]
+    grads_reference: list[np.ndarray]
+    params_before: list[np.ndarray]
+    updates: list[np.ndarray] | None
+    params_after: list[np.ndarray] | None
+
+
 class Trainer:
     """A run: model, parameters, optimizer, loss scaler, data order, step count and log.
 
@@ -237,6 +262,8 @@ class Trainer:
         entries = [sum(int(np.prod(s)) for s in self.model.parameter_shapes[i:i + 2])
                    for i in range(0, len(self.params), 2)]
         self.log = RunLog(self.model.layer_names, entries)
+        # Called with a StepDetail after every step: extra measurements, never training itself.
+        self.observers: list[Callable[[StepDetail], None]] = []
 
     def _make_scaler(self) -> LossScaler:
         config = self.config
@@ -271,8 +298,9 @@ class Trainer:
         layers = range(0, len(leaves), 2)
         if compute is f32:
             underflow = [0 for _ in layers]
+            grads_reference = grads_low
         else:  # the same backward in FP32, from the same forward values
-            grads_ref = gradients(root, leaves, promote_to=f32)
+            grads_ref = grads_reference = gradients(root, leaves, promote_to=f32)
             underflow = [sum(count_underflow(grads_low[j], compute, grads_ref[j], f32) for j in (i, i + 1))
                          for i in layers]
         subnormal = sum(count_subnormal(g, compute) for g in grads_low)
@@ -288,6 +316,7 @@ class Trainer:
             grads, norm, norm_clipped, clipped = self._clip(grads, found_inf)
 
         swallowed = [0 for _ in layers]
+        old, updates = self.params, None
         if not found_inf:
             if self.param_format is not f32:
                 grads = [np.asarray(sf.convert(g, src=f32, dst=self.param_format)) for g in grads]
@@ -313,6 +342,11 @@ class Trainer:
         )
         self.log.append(record)
         self.step += 1
+        if self.observers:
+            detail = StepDetail(record, loss, leaves, loss_scale, compute, self.param_format, grads_low,
+                                grads_reference, old, updates, None if updates is None else self.params)
+            for observer in self.observers:
+                observer(detail)
         return record
 
     def _unscale(self, grads: list[np.ndarray]) -> list[np.ndarray]:

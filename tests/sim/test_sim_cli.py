@@ -82,9 +82,3 @@ def test_warnings_and_notes(capsys):
     assert "not a power of two" in capsys.readouterr().err
     assert main([*SMALL, "--steps", "1", "--precision", "bf16", "--no-master-weights"]) == 0
     assert "bf16 without master weights" in capsys.readouterr().err
-
-
-def test_other_commands_are_not_implemented_yet(capsys):
-    assert main(["report"]) == 2 and "not implemented yet" in capsys.readouterr().out
-    assert main(["crosscheck"]) == 2 and "not implemented yet" in capsys.readouterr().out
-    assert main([]) == 2 and "not implemented yet" in capsys.readouterr().err
