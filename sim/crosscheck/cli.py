@@ -24,6 +24,7 @@ from sim.crosscheck.compare import compare_records, format_report
 from sim.crosscheck.dump import DumpError, load_dump, save_dump
 from sim.crosscheck.program import Plan, UnsupportedConfig, run_training
 from sim.crosscheck.record import EmulatorBackend, Recorder, replay
+from sim.cli import _positive_int  # the same argument rule as `python -m sim train`
 from sim.train import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig
 
 __all__ = ["main"]
@@ -37,13 +38,6 @@ _FIELDS = ("precision", "loss_scale", "scale", "growth_interval", "master_weight
 
 class _UsageError(Exception):
     """Reported as ``python -m sim crosscheck: error: ...`` with exit status 2."""
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def _widths(text: str) -> tuple[int, ...]:
