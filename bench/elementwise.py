@@ -3,7 +3,8 @@
     python bench/elementwise.py [--n 4194304] [--repeat 5] [--markdown]
 
 Single thread (NUMBA_NUM_THREADS=1, torch.set_num_threads(1)); random finite operands; ns per
-element, best of --repeat; ratio = emulator time / peer time (below 1: the emulator is faster).
+element, best of --repeat, measured in turns with the peers; ratio = emulator time / peer time
+(below 1: the emulator is faster).
 Also reports the first-call compile time in a fresh process with an empty Numba cache, and the
 first-call time in a second process that loads the cache (it must not recompile).
 """
@@ -27,14 +28,18 @@ TARGETS = {("fp16", "add"): 0.5, ("fp16", "mul"): 0.5, ("fp16", "div"): 1.0, ("f
            ("fp32", "add"): 5.0, ("fp32", "mul"): 5.0}
 
 
-def best_ns(fn, n, repeat):
-    fn()  # warm up (compile, page in)
-    best = float("inf")
+def best_ns(fns, n, repeat):
+    """name -> best ns/element of each callable, measured in turns so that a noisy neighbour on
+    the machine slows every contender alike rather than whichever ran at the time."""
+    for fn in fns.values():
+        fn()  # warm up (compile, page in)
+    best = dict.fromkeys(fns, float("inf"))
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best / n * 1e9
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t)
+    return {name: t / n * 1e9 for name, t in best.items()}
 
 
 def operands(fmt, n, seed):
@@ -109,12 +114,9 @@ def main(argv=None):
         ours = our_functions(fmt, a, b, c)
         peers = peer_functions(fmt_name, a, b, c)
         for op in OPS:
-            t_ours = best_ns(ours[op], args.n, args.repeat)
-            row = [fmt_name, op, t_ours]
-            for peer, fns in peers.items():
-                t_peer = best_ns(fns[op], args.n, args.repeat)
-                row.append((peer, t_peer, t_ours / t_peer))
-            rows.append(row)
+            times = best_ns({"ours": ours[op]} | {peer: fns[op] for peer, fns in peers.items()}, args.n, args.repeat)
+            t_ours = times.pop("ours")
+            rows.append([fmt_name, op, t_ours] + [(peer, t, t_ours / t) for peer, t in times.items()])
     first, cached = compile_times()
     if args.markdown:
         print("| format | op | softfloat16 ns/elem | peers: ns/elem (ratio ours/peer) | target |")

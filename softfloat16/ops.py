@@ -61,7 +61,9 @@ def as_bits(x, fmt: Format, name: str = "x") -> np.ndarray:
     if kind in "iu":
         if kind == "i" and arr.dtype.itemsize * 8 == fmt.width:
             return arr.view(fmt.dtype)  # signed storage of the same width: reinterpret
-        if arr.size and (arr.min() < 0 or int(arr.max()) >> fmt.width):
+        # Unsigned storage no wider than the format holds only valid patterns: skip the two scans.
+        fits = kind == "u" and arr.dtype.itemsize * 8 <= fmt.width
+        if arr.size and not fits and (arr.min() < 0 or int(arr.max()) >> fmt.width):
             bad = arr[(arr < 0) | (arr >= (1 << fmt.width))].flat[0]
             raise ValueError(f"{name}: value {int(bad)} is not a {fmt.width}-bit {fmt.name} bit pattern")
         return arr.astype(fmt.dtype, copy=False)
@@ -107,13 +109,39 @@ def _run(kernel: str, fmt: Format, operands: dict, options: dict, out_dtype, src
     arrays, shape = _broadcast(list(operands.values()), tuple(operands))
     scalar = all(np.ndim(a) == 0 for a in operands.values())
     n = arrays[0].size
+    if len(arrays) == 1 and arrays[0].dtype == np.uint16 and n >= _TABLE_MIN_SIZE:
+        table, flag_table = _table(kernel, fmt, src, cfg, np.dtype(out_dtype), bool(want_flags))
+        out = np.empty(n, dtype=out_dtype)
+        fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
+        loops.lookup(arrays[0], table, out)
+        if want_flags:
+            loops.lookup(arrays[0], flag_table, fl)
+        return _finish(out, fl, shape, want_flags, scalar)
     out = np.empty(n, dtype=out_dtype)
     fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
+    _loop_for(kernel, fmt, src, cfg, want_flags)(*arrays, out, fl, cfg)
+    return _finish(out, fl, shape, want_flags, scalar)
+
+
+def _loop_for(kernel: str, fmt: Format, src: tuple[int, int], cfg: tuple, want_flags: bool):
     # The default options (rne, no ftz/daz, tininess after) get a loop with them folded in.
     defaults = cfg[2:6] == (int(Rounding.RNE), 0, 0, 0)
-    loop = _loop(kernel, fmt.exponent_bits, fmt.fraction_bits, src, defaults, bool(want_flags))
-    loop(*arrays, out, fl, cfg)
-    return _finish(out, fl, shape, want_flags, scalar)
+    return _loop(kernel, fmt.exponent_bits, fmt.fraction_bits, src, defaults, bool(want_flags))
+
+
+# A unary operation on a 16-bit format reads its results from a table of all 65,536, computed
+# once per configuration by the same kernel: the lookup is several times faster than the
+# arithmetic, and worth building for arrays from this size on.
+_TABLE_MIN_SIZE = 1 << 15
+
+
+@functools.lru_cache(maxsize=64)
+def _table(kernel: str, fmt: Format, src: tuple[int, int], cfg: tuple, out_dtype: np.dtype, want_flags: bool):
+    every = np.arange(1 << 16, dtype=np.uint16)
+    table = np.empty(1 << 16, dtype=out_dtype)
+    flag_table = np.zeros(1 << 16 if want_flags else 0, dtype=np.uint8)
+    _loop_for(kernel, fmt, src, cfg, want_flags)(every, table, flag_table, cfg)
+    return table, flag_table
 
 
 def _check_op(op: str, accepted: tuple[str, ...]) -> str:

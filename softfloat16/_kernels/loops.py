@@ -11,9 +11,10 @@ the same key in every process, so a second process loads the compiled loop inste
 """
 from collections import namedtuple
 
+import numpy as np
 from numba import njit
 
-from . import arith, convert
+from . import arith, convert, fast
 
 NAMES = ("add", "sub", "mul", "div", "eq", "lt", "le", "fma", "sqrt", "convert", "from_int", "to_float64_bits")
 # A namedtuple, not a plain tuple: Numba types a plain tuple of functions as a tuple of function
@@ -22,6 +23,9 @@ KERNELS = namedtuple("Kernels", NAMES)(
     arith.add, arith.sub, arith.mul, arith.div, convert.eq, convert.lt, convert.le,
     arith.fma, arith.sqrt, convert.convert, convert.from_int, convert.to_float64_bits)
 ARITY = dict.fromkeys(NAMES[:7], 2) | {"fma": 3} | dict.fromkeys(NAMES[8:], 1)
+# Operations with a vectorisable common case (fast.py), and the block length of their two passes.
+FAST = namedtuple("Fast", ("add", "sub", "mul", "div"))(fast.add, fast.sub, fast.mul, fast.div)
+BLOCK = 256
 
 
 def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False, keep_flags=True):
@@ -44,6 +48,37 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False, keep
                 if keep_flags:
                     flags[i] = fl
         return loop1
+    if name in FAST._fields:
+        fast_index = FAST._fields.index(name)
+
+        @njit(cache=True, error_model="numpy")
+        def loop2_fast(a, b, out, flags, cfg):
+            kernel = KERNELS[index]
+            fast_kernel = FAST[fast_index]
+            cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
+            ok = np.empty(BLOCK, np.bool_)
+            # Per block: a branch-free pass over every element (vectorised), then, if it left any
+            # unsettled, the general kernel on those, while they are still in cache.
+            for start in range(0, out.size, BLOCK):
+                stop = min(start + BLOCK, out.size)
+                for i in range(start, stop):
+                    bits, fl, good = fast_kernel(a[i], b[i], cfg)
+                    out[i] = bits
+                    if keep_flags:
+                        flags[i] = fl
+                    ok[i - start] = good
+                settled = 0  # counted in a loop of its own: in the loop above it stops vectorisation
+                for j in range(stop - start):
+                    settled += ok[j]
+                if settled == stop - start:
+                    continue
+                for i in range(start, stop):
+                    if not ok[i - start]:
+                        bits, fl = kernel(a[i], b[i], cfg)
+                        out[i] = bits
+                        if keep_flags:
+                            flags[i] = fl
+        return loop2_fast
     if arity == 2:
         @njit(cache=True, error_model="numpy")
         def loop2(a, b, out, flags, cfg):
@@ -66,3 +101,10 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False, keep
             if keep_flags:
                 flags[i] = fl
     return loop3
+
+
+@njit(cache=True, error_model="numpy")
+def lookup(index, table, out):
+    """out[i] = table[index[i]]: ops.py's table of a unary operation's results over 16-bit inputs."""
+    for i in range(out.size):
+        out[i] = table[index[i]]
