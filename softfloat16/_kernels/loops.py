@@ -23,8 +23,11 @@ KERNELS = namedtuple("Kernels", NAMES)(
     arith.add, arith.sub, arith.mul, arith.div, convert.eq, convert.lt, convert.le,
     arith.fma, arith.sqrt, convert.convert, convert.from_int, convert.to_float64_bits)
 ARITY = dict.fromkeys(NAMES[:7], 2) | {"fma": 3} | dict.fromkeys(NAMES[8:], 1)
-# Operations with a vectorisable common case (fast.py), and the block length of their two passes.
+# Operations with a vectorisable common case (fast.py), for formats no more precise than fp32
+# (what fast.py's 32-bit lanes and its division argument assume), and the block length of the
+# two passes.
 FAST = namedtuple("Fast", ("add", "sub", "mul", "div"))(fast.add, fast.sub, fast.mul, fast.div)
+FAST_MAX_FRACTION_BITS = 23
 BLOCK = 256
 
 
@@ -48,7 +51,7 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False, keep
                 if keep_flags:
                     flags[i] = fl
         return loop1
-    if name in FAST._fields:
+    if name in FAST._fields and fbits <= FAST_MAX_FRACTION_BITS:
         fast_index = FAST._fields.index(name)
 
         @njit(cache=True, error_model="numpy")
