@@ -11,6 +11,7 @@ largest exponent, truncates, and normalises once (:class:`TensorCore`).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,6 +92,23 @@ def _tensor_core(value: TensorCore | str) -> TensorCore:
     )
 
 
+@functools.cache
+def _lanes_kernel(*constants):
+    return kernels.make_sequential_lanes(*constants)
+
+
+def _lanes_wasted(columns: int) -> int:
+    """Padding lanes of the SIMD-lane kernel for a result this many columns wide."""
+    return -columns % kernels.LANES
+
+
+def _exact_in(fmt: Format, accumulate: Format) -> bool:
+    """Whether every product of two ``fmt`` significands fits ``accumulate``'s, and the lane kernel
+    (softfloat16._kernels.fast) takes the accumulation format: FP16 or BF16 into FP32."""
+    return 2 * fmt.precision <= accumulate.precision and accumulate.fraction_bits <= 23 and (
+        fmt.exponent_bits <= accumulate.exponent_bits)
+
+
 def _matrix(x, fmt: Format, name: str) -> np.ndarray:
     bits = as_bits(x, fmt, name)
     if bits.ndim != 2:
@@ -157,14 +175,22 @@ def matmul(
             f"a and b: inner dimensions differ, a{a_bits.shape} @ b{b_bits.shape}"
         )
     ebits, fbits = fmt.exponent_bits, fmt.fraction_bits
-    # uint32 in and out for every format: one compiled signature per kernel, not one per dtype.
-    unpacked_a = kernels.unpack_matrix(np.ascontiguousarray(a_bits, dtype=np.uint32), ebits, fbits)
-    unpacked_bt = kernels.unpack_matrix(np.ascontiguousarray(b_bits.T, dtype=np.uint32), ebits, fbits)
     m, k, n = a_bits.shape[0], a_bits.shape[1], b_bits.shape[1]
     out = np.empty((m, n), dtype=np.uint32)
     use_parallel = m > 1 and m * k * n >= PARALLEL_MIN_MACS
     formats = (accumulate.exponent_bits, accumulate.fraction_bits, out_format.exponent_bits,
                out_format.fraction_bits, mode)
+    if order == "sequential" and _exact_in(fmt, accumulate):
+        if _lanes_wasted(m) < _lanes_wasted(n):
+            # Few columns, more rows: C.T = B.T @ A.T has the same sums in the same order.
+            return matmul(b_bits.T, a_bits.T, fmt, accumulate, out_format, order, rounding).T.copy()
+        # Products exact in the accumulation format: the SIMD-lane kernel.
+        kernel = _lanes_kernel(ebits, fbits, *formats, use_parallel)
+        kernel(np.ascontiguousarray(a_bits, dtype=np.uint32), np.ascontiguousarray(b_bits, dtype=np.uint32), out)
+        return out.astype(out_format.dtype, copy=False)
+    # uint32 in and out for every format: one compiled signature per kernel, not one per dtype.
+    unpacked_a = kernels.unpack_matrix(np.ascontiguousarray(a_bits, dtype=np.uint32), ebits, fbits)
+    unpacked_bt = kernels.unpack_matrix(np.ascontiguousarray(b_bits.T, dtype=np.uint32), ebits, fbits)
     if order == "tensorcore":
         core = _tensor_core(tensor_core)
         kernel = (tensorcore_kernels.matmul_tensorcore_parallel if use_parallel

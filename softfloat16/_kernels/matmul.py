@@ -3,11 +3,12 @@
 ``C[i, j] = sum_k A[i, k] * B[k, j]`` where every product is exact (two significands of at most
 24 bits multiply into at most 48 bits, an int64) and every addition is rounded once to the
 accumulation format, in a defined order; the finished sum is rounded once more, to the output
-format. The kernels take ``A`` as ``(m, k)`` and ``B`` transposed, ``(n, k)``, both already
-unpacked (see :func:`unpack_matrix`), so the inner loop reads two contiguous rows and does no
-unpacking of operands. Rows of ``C`` are independent, so they run in parallel; each element is
-computed by one thread in the same order whatever the thread count, so the result never depends
-on it.
+format. The scalar kernels take ``A`` as ``(m, k)`` and ``B`` transposed, ``(n, k)``, both
+already unpacked (see :func:`unpack_matrix`), so the inner loop reads two contiguous rows and does
+no unpacking of operands. For FP16/BF16 inputs into FP32, the sequential order also runs in SIMD
+lanes (:func:`make_sequential_lanes`, same bits). Rows of ``C`` are independent, so they run in
+parallel; each element is computed by one thread in the same order whatever the thread count, so
+the result never depends on it.
 
 A value in flight is ``(cls, sign, exp, sig)`` as :func:`core.unpack` returns it. A sum of no
 terms is +0. NaN results (a NaN operand, inf * 0, inf - inf) are the output format's default NaN
@@ -18,6 +19,7 @@ from numba import njit, prange
 
 from .arith import add_finite
 from .core import FINITE, INF, NAN, ZERO, round_pack, unpack
+from .fast import add_normal, u32
 
 # Rounding-mode code of round-toward-negative (shared with softfloat16.rounding.Rounding.RDN):
 # the only mode in which an exact zero sum of opposite-signed terms is -0.
@@ -231,3 +233,145 @@ def matmul_pairwise_parallel(a, bt, out, acc_ebits, acc_fbits, out_ebits, out_fb
     """matmul_pairwise with rows spread over threads (same bits)."""
     for i in prange(out.shape[0]):
         pairwise_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)
+
+
+# The sequential order in SIMD lanes. For inputs whose products are exact in the accumulation
+# format (FP16 or BF16 into FP32: significands of at most 11 x 11 bits), A and B are first widened
+# exactly to the accumulation format; then LANES neighbouring output elements (independent sums,
+# one per lane) take each step together: an exact product (exact_product) and fast.add_normal,
+# which LLVM vectorises. A lane that met anything these decline (a subnormal sum, inf or NaN, a
+# product out of range, an overflow) is recomputed from its first term by the scalar product /
+# add_round above, so the bits are always those of matmul_sequential.
+LANES = 16
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def exact_product(a, b, ebits, fbits, in_fbits):
+    """a * b for normal bit patterns of the format (ebits, fbits) whose significands have at most
+    in_fbits + 1 significant bits (2 * in_fbits + 1 <= fbits), so that the product is exact
+    -> (bits, ok); ok when it is a normal number. In uint32 lanes, like fast.add_normal."""
+    drop = u32(fbits - in_fbits)
+    fmask = u32((1 << fbits) - 1)
+    emask = u32((1 << ebits) - 1)
+    bias = u32((1 << (ebits - 1)) - 1)
+    sig_a = u32(u32(u32(a & fmask) | u32(1 << fbits)) >> drop)  # the trailing zeros dropped
+    sig_b = u32(u32(u32(b & fmask) | u32(1 << fbits)) >> drop)
+    product = u32(sig_a * sig_b)  # leading bit at 2 * in_fbits, or one above (carry)
+    carry = u32(product >> u32(2 * in_fbits + 1))
+    sig = u32(product << u32(u32(fbits - 2 * in_fbits) - carry))  # leading bit at fbits: exact
+    e_a = u32(u32(a >> u32(fbits)) & emask)
+    e_b = u32(u32(b >> u32(fbits)) & emask)
+    biased_twice = u32(u32(e_a + e_b) + carry)  # the product's exponent field, plus bias
+    ok = (e_a != u32(0)) & (e_a != emask) & (e_b != u32(0)) & (e_b != emask)
+    ok &= (biased_twice > bias) & (biased_twice < u32(emask + bias))
+    sign = u32(u32(a ^ b) & u32(1 << (ebits + fbits)))
+    return u32(sign | u32(u32(u32(biased_twice - bias) << u32(fbits)) | u32(sig & fmask))), ok
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def mac_lane(acc, a, b, ebits, fbits, in_fbits, rounding):
+    """acc + a * b for bit patterns of the accumulation format, a and b widened from a format
+    with in_fbits fraction bits -> (bits, ok); ok when the bits are right."""
+    sign_bit = u32(1 << (ebits + fbits))
+    magnitude = u32(sign_bit - u32(1))
+    inf_bits = u32(((1 << ebits) - 1) << fbits)
+    acc, a, b = u32(acc), u32(a), u32(b)
+    product, product_ok = exact_product(a, b, ebits, fbits, in_fbits)
+    mag_a, mag_b = u32(a & magnitude), u32(b & magnitude)
+    product_zero = ((mag_a == u32(0)) | (mag_b == u32(0))) & (mag_a < inf_bits) & (mag_b < inf_bits)
+    product = u32(u32(a ^ b) & sign_bit) if product_zero else product
+    total, _, total_ok = add_normal(acc, product, 0, ebits, fbits, rounding)
+    acc_zero = u32(acc & magnitude) == u32(0)
+    # Zero terms, by IEEE's rules: acc + 0 = acc, 0 + p = p, and 0 + 0 is -0 only if both are
+    # (or, rounding down, if either is).
+    zero_sum = u32(acc & product) if rounding != _RDN else u32(acc | product)
+    total = acc if product_zero else total
+    total = zero_sum if product_zero and acc_zero else total
+    total = product if acc_zero and not product_zero else total
+    return total, product_zero | (product_ok & (acc_zero | total_ok))
+
+
+@njit(cache=True, error_model="numpy")
+def sequential_element(a_bits, b_bits, i, j, in_ebits, in_fbits, acc_ebits, acc_fbits, out_ebits, out_fbits,
+                       rounding):
+    """C[i, j] of the sequential order by the scalar path, from bit patterns of the input format."""
+    cls, sign, exp, sig = ZERO, 0, 0, 0
+    for t in range(a_bits.shape[1]):
+        ac, as_, ae, ag = unpack(a_bits[i, t], in_ebits, in_fbits, False)
+        bc, bs, be, bg = unpack(b_bits[t, j], in_ebits, in_fbits, False)
+        pc, ps, pe, pg = product(ac, as_, ae, ag, bc, bs, be, bg)
+        cls, sign, exp, sig = add_round(cls, sign, exp, sig, pc, ps, pe, pg, acc_ebits, acc_fbits, rounding)
+    return pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
+
+
+@njit(cache=True, inline="always")
+def sequential_lanes_row(a_wide, b_blocks, a_bits, b_bits, out, i, in_ebits, in_fbits, acc_ebits, acc_fbits,
+                         out_ebits, out_fbits, rounding):
+    """Row i of a make_sequential_lanes kernel: b_blocks holds B widened, in blocks of LANES
+    columns; a_bits and b_bits are A and B in the input format, for lanes the scalar path redoes."""
+    k = a_wide.shape[1]
+    magnitude = (1 << (acc_ebits + acc_fbits)) - 1
+    inf_bits = ((1 << acc_ebits) - 1) << acc_fbits
+    acc = np.empty(LANES, np.uint32)
+    ok = np.empty(LANES, np.uint8)
+    for block in range(b_blocks.shape[0]):
+        lanes = b_blocks[block]  # (k, LANES): this block's columns of B, row after row
+        acc[:] = 0
+        ok[:] = 1
+        for t in range(k):
+            a = a_wide[i, t]
+            if a & magnitude == 0:
+                # A zero term (ReLU's zeros) changes no sum, unless the sum is zero or b is inf
+                # or NaN (0 * inf): skip the step if that holds for every lane.
+                unchanged = 0
+                for w in range(LANES):
+                    unchanged += ((acc[w] & magnitude) != 0) & ((lanes[t, w] & magnitude) < inf_bits)
+                if unchanged == LANES:
+                    continue
+            for w in range(LANES):
+                total, good = mac_lane(acc[w], a, lanes[t, w], acc_ebits, acc_fbits, in_fbits, rounding)
+                acc[w] = total
+                ok[w] &= good
+        j0 = block * LANES
+        for w in range(min(LANES, out.shape[1] - j0)):
+            if ok[w]:
+                cls, sign, exp, sig = unpack(acc[w], acc_ebits, acc_fbits, False)
+                out[i, j0 + w] = pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
+            else:
+                out[i, j0 + w] = sequential_element(a_bits, b_bits, i, j0 + w, in_ebits, in_fbits, acc_ebits,
+                                                    acc_fbits, out_ebits, out_fbits, rounding)
+
+
+@njit(cache=True, inline="always")
+def widen(bits, in_ebits, in_fbits, acc_ebits, acc_fbits):
+    """A bit pattern of the input format as one of the accumulation format (exact: wider format)."""
+    cls, sign, exp, sig = unpack(bits, in_ebits, in_fbits, False)
+    return pack_result(cls, sign, exp, sig, acc_ebits, acc_fbits, 0)
+
+
+def make_sequential_lanes(in_ebits, in_fbits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding, parallel):
+    """A compiled ``kernel(a_bits, b_bits, out)``: matmul_sequential's bits for A (m, k) and B
+    (k, n) in the input format (uint32 arrays), LANES output elements at a time (see LANES).
+
+    It widens A and B to the accumulation format and cuts B into blocks of LANES columns (the last
+    padded with zeros), each stored row after row so that the lanes stream it. Formats and mode
+    are compile-time constants (the closure captures only integers, so the disk cache works as for
+    loops.py): the lane arithmetic then has constant masks and shifts, which more than doubles its
+    speed. ``parallel`` spreads rows over threads (same bits).
+    """
+    @njit(cache=True, parallel=parallel, error_model="numpy")
+    def kernel(a_bits, b_bits, out):
+        m, k = a_bits.shape
+        n = b_bits.shape[1]
+        a_wide = np.empty((m, k), np.uint32)
+        for i in range(m):
+            for t in range(k):
+                a_wide[i, t] = widen(a_bits[i, t], in_ebits, in_fbits, acc_ebits, acc_fbits)
+        b_blocks = np.zeros(((n + LANES - 1) // LANES, k, LANES), np.uint32)
+        for t in range(k):
+            for j in range(n):
+                b_blocks[j // LANES, t, j % LANES] = widen(b_bits[t, j], in_ebits, in_fbits, acc_ebits, acc_fbits)
+        for i in prange(m):
+            sequential_lanes_row(a_wide, b_blocks, a_bits, b_bits, out, i, in_ebits, in_fbits, acc_ebits,
+                                 acc_fbits, out_ebits, out_fbits, rounding)
+    return kernel

@@ -205,6 +205,50 @@ def test_special_values():
     assert empty.shape == (2, 3) and not empty.any()
 
 
+def scalar_sequential(a, b, fmt, accumulate=sf.fp32, out=None, rounding="rne"):
+    """The scalar sequential kernel, called directly (linalg.matmul runs FP16/BF16 inputs with
+    FP32 accumulation on the SIMD-lane kernel instead; this is the one the oracles above pin)."""
+    from softfloat16._kernels import matmul as kernels
+    out = out or fmt
+    e, f = fmt.exponent_bits, fmt.fraction_bits
+    ua = kernels.unpack_matrix(np.ascontiguousarray(a, dtype=np.uint32), e, f)
+    ub = kernels.unpack_matrix(np.ascontiguousarray(b.T, dtype=np.uint32), e, f)
+    result = np.empty((a.shape[0], b.shape[1]), np.uint32)
+    kernels.matmul_sequential(ua, ub, result, accumulate.exponent_bits, accumulate.fraction_bits,
+                              out.exponent_bits, out.fraction_bits, int(sf.Rounding[rounding.upper()]))
+    return result.astype(out.dtype)
+
+
+@pytest.mark.parametrize("rounding", ["rne", "rna", "rtz", "rup", "rdn", "rod"])
+@pytest.mark.parametrize("name", ["fp16", "bf16"])
+def test_lane_kernel_gives_the_scalar_kernels_bits(name, rounding):
+    """Every class of operand, ReLU-like zero rows and columns, sums that cancel to +-0, products
+    beyond FP32's range (bf16), sums that overflow, 0 * inf; n = 37 is two full blocks of lanes
+    and a partial one."""
+    fmt = sf.format(name)
+    rng = np.random.default_rng([7, len(name), len(rounding), ord(rounding[-1])])
+    m, k, n = 6, 29, 37
+    a = random_bits(rng, fmt, (m, k), 70 if name == "bf16" else 14)
+    b = random_bits(rng, fmt, (k, n), 70 if name == "bf16" else 14)
+    a[1] &= np.array(fmt.sign_mask, fmt.dtype)  # a row of +-0 only
+    a[2, ::2] = 0  # ReLU's zeros
+    b[:, 3] = b[:, 4] ^ np.array(fmt.sign_mask, fmt.dtype)  # columns 3 and 4 cancel against ...
+    a[3] = a[4]  # ... rows 3 and 4 being equal: used below
+    specials = rng.random((k, n)) < 0.02
+    b[specials] = rng.choice([fmt.inf, fmt.inf | fmt.sign_mask, fmt.from_float(np.nan)], np.count_nonzero(specials))
+    a[5, 7] = fmt.inf  # row 5 meets every b[7] (b has zeros: 0 * inf)
+    for out in (fmt, sf.fp32):
+        got = linalg.matmul(a, b, fmt, out_format=out, rounding=rounding)
+        want = scalar_sequential(a, b, fmt, out=out, rounding=rounding)
+        bad = np.argwhere(got != want)
+        assert bad.size == 0, f"{name} {rounding} -> {out.name}: first differences at {bad[:5].tolist()}"
+    # Sums of exactly cancelling products (+0, or -0 under rdn) and the lanes' skip of zero terms.
+    pair = np.stack([a[4], a[4]])
+    twin = np.stack([b[:, 4], b[:, 4] ^ np.array(fmt.sign_mask, fmt.dtype)], axis=1)
+    np.testing.assert_array_equal(linalg.matmul(pair, twin, fmt, rounding=rounding),
+                                  scalar_sequential(pair, twin, fmt, rounding=rounding))
+
+
 def test_parallel_kernel_gives_the_same_bits(monkeypatch):
     rng = np.random.default_rng(11)
     a, b = random_bits(rng, sf.fp16, (128, 128)), random_bits(rng, sf.fp16, (128, 80))
