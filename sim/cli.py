@@ -38,6 +38,8 @@ _FIELDS = {
     "clip_before_unscale": "clip_before_unscale",
     "optimizer": "optimizer",
     "lr": "lr",
+    "momentum": "momentum",
+    "weight_decay": "weight_decay",
     "steps": "steps",
     "batch_size": "batch_size",
     "seed": "seed",
@@ -46,7 +48,8 @@ _FIELDS = {
 
 
 class _UsageError(Exception):
-    """A bad command line: reported as ``sim train: error: ...`` with exit status 2."""
+    """A bad command line: reported as ``<command>: error: ...`` with exit status 2 (here and in
+    ``python -m sim crosscheck``)."""
 
 
 def _positive_int(text: str) -> int:
@@ -67,6 +70,20 @@ def _positive_float(text: str) -> float:
     value = float(text)
     if not (0.0 < value < math.inf):
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not (0.0 <= value < math.inf):
+        raise argparse.ArgumentTypeError(f"must be a non-negative finite number, got {text}")
+    return value
+
+
+def _momentum(text: str) -> float:
+    value = _non_negative_float(text)
+    if value >= 1.0:
+        raise argparse.ArgumentTypeError(f"must be below 1, got {text}")
     return value
 
 
@@ -96,6 +113,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="clip the still-scaled gradients (the classic bug, on purpose)")
     train.add_argument("--optimizer", choices=OPTIMIZERS, help="default sgd (momentum 0.9)")
     train.add_argument("--lr", type=_positive_float, help="learning rate (default 0.05 for sgd, 1e-3 for adam)")
+    train.add_argument("--momentum", type=_momentum, metavar="M", help="sgd momentum, 0 <= M < 1 (default 0.9)")
+    train.add_argument("--weight-decay", type=_non_negative_float, metavar="W",
+                       help="L2 weight decay added to the gradient, as torch's SGD and Adam (default 0)")
     train.add_argument("--steps", type=_non_negative_int, metavar="N", help="total steps (default 500)")
     train.add_argument("--batch-size", type=_positive_int, metavar="B", help="default 32")
     train.add_argument("--seed", type=_non_negative_int, metavar="S", help="weights and data order (default 0)")
@@ -119,9 +139,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]:
     given = {field: getattr(args, dest) for dest, field in _FIELDS.items() if getattr(args, dest) is not None}
-    growth = args.growth_interval is not None
     if args.resume is None:
-        return _checked(TrainConfig(**given), growth), None
+        return _checked(TrainConfig(**given), given), None
     try:
         _, meta = load_checkpoint(args.resume)
         saved = TrainConfig.from_dict(meta["config"])
@@ -131,7 +150,7 @@ def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]
         raise _UsageError(f"--resume: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
         raise _UsageError(f"--resume: {args.resume} is not a training checkpoint ({error})") from None
-    config = _checked(TrainConfig(**{**saved.to_dict(), "hidden": saved.hidden, **given}), growth)
+    config = _checked(TrainConfig(**{**saved.to_dict(), "hidden": saved.hidden, **given}), given)
     try:
         trainer = Trainer.resume(args.resume, config)
     except (ValueError, OSError) as error:
@@ -139,7 +158,9 @@ def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]
     return config, trainer
 
 
-def _checked(config: TrainConfig, growth_interval_given: bool = False) -> TrainConfig:
+def _checked(config: TrainConfig, given: dict[str, Any]) -> TrainConfig:
+    """The config resolved, or a _UsageError naming the flags at fault (``given``: the fields set
+    on the command line)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -150,8 +171,10 @@ def _checked(config: TrainConfig, growth_interval_given: bool = False) -> TrainC
                             ("clip_before_unscale", "--clip-before-unscale")):
             message = message.replace(field, flag)
         raise _UsageError(message) from None
-    if growth_interval_given and config.loss_scale != "dynamic":
+    if "growth_interval" in given and config.loss_scale != "dynamic":
         raise _UsageError(f"--growth-interval only applies to --loss-scale dynamic, not {config.loss_scale}")
+    if "momentum" in given and config.optimizer != "sgd":
+        raise _UsageError(f"--momentum only applies to --optimizer sgd, not {config.optimizer}")
     return config
 
 

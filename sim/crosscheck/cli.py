@@ -24,7 +24,7 @@ from sim.crosscheck.compare import compare_records, format_report
 from sim.crosscheck.dump import DumpError, load_dump, save_dump
 from sim.crosscheck.program import Plan, UnsupportedConfig, run_training
 from sim.crosscheck.record import EmulatorBackend, Recorder, replay
-from sim.cli import _positive_int  # the same argument rule as `python -m sim train`
+from sim.cli import _positive_int, _UsageError  # the same rules and exit status as `python -m sim train`
 from sim.train import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig
 
 __all__ = ["main"]
@@ -34,10 +34,6 @@ _NAN_PROFILES = {"cpu": "x86", "cuda": "cuda"}
 # argparse destination -> TrainConfig field, for the training flags.
 _FIELDS = ("precision", "loss_scale", "scale", "growth_interval", "master_weights", "optimizer", "lr",
            "batch_size", "seed", "data", "hidden")
-
-
-class _UsageError(Exception):
-    """Reported as ``python -m sim crosscheck: error: ...`` with exit status 2."""
 
 
 def _widths(text: str) -> tuple[int, ...]:

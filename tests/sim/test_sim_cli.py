@@ -63,6 +63,7 @@ def test_corrupt_checkpoint_is_rejected_and_nothing_is_written(tmp_path, capsys)
     (["--loss-scale", "none", "--scale", "8"], "'none'"),
     (["--loss-scale", "static", "--scale", "8", "--growth-interval", "10"], "--growth-interval"),
     (["--clip-before-unscale"], "--clip"),
+    (["--optimizer", "adam", "--momentum", "0.5"], "--momentum"),
     (["--json", "/nonexistent-dir/run.json"], "directory does not exist"),
 ])
 def test_bad_combinations_exit_2_with_a_message(flags, message, capsys):
@@ -70,7 +71,9 @@ def test_bad_combinations_exit_2_with_a_message(flags, message, capsys):
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flags", [["--lr", "0"], ["--steps", "-1"], ["--precision", "fp64"], ["--scale", "inf"]])
+@pytest.mark.parametrize("flags", [["--lr", "0"], ["--steps", "-1"], ["--precision", "fp64"], ["--scale", "inf"],
+                                   ["--momentum", "1"], ["--momentum", "-0.1"], ["--weight-decay", "-1e-4"],
+                                   ["--weight-decay", "nan"]])
 def test_bad_values_are_refused_by_the_parser(flags, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["train", *flags])
@@ -82,3 +85,16 @@ def test_warnings_and_notes(capsys):
     assert "not a power of two" in capsys.readouterr().err
     assert main([*SMALL, "--steps", "1", "--precision", "bf16", "--no-master-weights"]) == 0
     assert "bf16 without master weights" in capsys.readouterr().err
+
+
+def test_momentum_and_weight_decay_flags_reach_the_optimizer(tmp_path, capsys):
+    """Different flags, different weights (fp32: no loss scale skips the first steps); the JSON
+    report records them."""
+    reports = []
+    for flags in ([], ["--momentum", "0"], ["--weight-decay", "0.01"]):
+        path = tmp_path / f"run{len(reports)}.json"
+        assert main([*SMALL, "--precision", "fp32", "--steps", "3", "--json", str(path), *flags]) == 0
+        reports.append(json.loads(path.read_text()))
+    assert [r["config"]["momentum"] for r in reports] == [0.9, 0.0, 0.9]
+    assert [r["config"]["weight_decay"] for r in reports] == [0.0, 0.0, 0.01]
+    assert len({r["weights_sha256"] for r in reports}) == 3
