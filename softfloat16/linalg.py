@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._kernels import matmul as kernels
+from ._kernels.loops import FAST_MAX_FRACTION_BITS
 from ._kernels import tensorcore as tensorcore_kernels
 from .formats import Format, fp32
 from .formats import format as parse_format
@@ -105,7 +106,7 @@ def _lanes_wasted(columns: int) -> int:
 def _exact_in(fmt: Format, accumulate: Format) -> bool:
     """Whether every product of two ``fmt`` significands fits ``accumulate``'s, and the lane kernel
     (softfloat16._kernels.fast) takes the accumulation format: FP16 or BF16 into FP32."""
-    return 2 * fmt.precision <= accumulate.precision and accumulate.fraction_bits <= 23 and (
+    return 2 * fmt.precision <= accumulate.precision and accumulate.fraction_bits <= FAST_MAX_FRACTION_BITS and (
         fmt.exponent_bits <= accumulate.exponent_bits)
 
 
