@@ -4,6 +4,7 @@
 >>> hex(sf.fp16.add(0x3C00, 0x0001, rounding="rtz"))   # 1 + 2**-24, truncated
 '0x3c00'
 """
+from .compare import to_hex as hex  # noqa: A004 - `sf.hex(bits, fmt)`, as the API names it
 from .formats import FORMATS, Format, bf16, format, fp8_e5m2, fp16, fp32, tf32
 from .ops import Flag, as_bits, convert
 from .profiles import PROFILES, NanProfile
@@ -12,6 +13,6 @@ from . import linalg  # noqa: E402  (after the names it uses)
 
 __all__ = [
     "FORMATS", "Flag", "Format", "NanProfile", "PROFILES", "ROUNDING_NAMES", "Rounding",
-    "as_bits", "bf16", "convert", "format", "fp16", "fp32", "fp8_e5m2", "linalg", "tf32",
+    "as_bits", "bf16", "convert", "format", "fp16", "fp32", "fp8_e5m2", "hex", "linalg", "tf32",
 ]
 __version__ = "0.1.0"

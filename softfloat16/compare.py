@@ -10,11 +10,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from .formats import Format, format as parse_format
+from .formats import Format, as_bits, format as parse_format
 
 __all__ = [
     "NAN_DISTANCE", "NAN_MODES", "Description", "classify", "describe", "diff_report",
-    "exact_decimal", "mismatch_mask", "ordered_key", "ulp_distance",
+    "exact_decimal", "mismatch_mask", "ordered_key", "to_hex", "ulp_distance",
 ]
 
 #: ``ulp_distance`` returns this where either operand is a NaN (NaNs are not on the ordered line).
@@ -30,19 +30,49 @@ def _fmt(fmt: Format | str) -> Format:
 
 
 def to_bits(x, fmt: Format, name: str = "x") -> np.ndarray:
-    """Bit patterns as an int64 array from integers or a float array of the format's width."""
-    arr = np.asarray(x)
-    if arr.dtype.kind == "f" or arr.dtype.name == "bfloat16":
-        if arr.dtype.itemsize * 8 != fmt.width:
-            raise TypeError(f"{name}: a float array of dtype {arr.dtype} does not hold {fmt.name} bits")
-        arr = arr.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[arr.dtype.itemsize])
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"{name}: expected integer bit patterns, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    if arr.size and (arr.min() < 0 or int(arr.max()) >> fmt.width):
-        bad = int(arr[(arr < 0) | (arr >> fmt.width != 0)].flat[0])
-        raise ValueError(f"{name}: {bad:#x} is not a {fmt.width}-bit {fmt.name} bit pattern")
-    return arr
+    """Bit patterns as an int64 array, read as the arithmetic reads its operands (``sf.as_bits``)."""
+    return as_bits(x, fmt, name).astype(np.int64)
+
+
+def _hex_digits(fmt: Format) -> int:
+    return (fmt.width + 3) // 4
+
+
+def to_hex(bits, fmt: Format | str | None = None) -> str:
+    """Bit patterns as readable hexadecimal text (``sf.hex``): one string for a scalar, numpy's
+    array layout for an array. The width comes from ``fmt`` (its bits are checked to fit), else
+    from the dtype of a numpy array or scalar; plain Python integers are written unpadded.
+
+    >>> import numpy as np, softfloat16 as sf
+    >>> sf.hex(sf.fp16.add(0x3C00, 0x0001, rounding="rup"))
+    '0x3c01'
+    >>> print(sf.hex(np.array([[1.0, 65504.0]], dtype=np.float16)))
+    [[0x3c00, 0x7bff]]
+    >>> sf.hex(0x7FC00000, sf.fp32), sf.hex(np.int16(-1)), sf.hex(5)
+    ('0x7fc00000', '0xffff', '0x5')
+    """
+    if fmt is not None:
+        fmt = _fmt(fmt)
+        values, digits = to_bits(bits, fmt, "bits"), _hex_digits(fmt)
+    else:
+        array = np.asarray(bits)
+        fixed_width = isinstance(bits, (np.ndarray, np.generic))
+        if array.dtype.kind == "f" or array.dtype.name == "bfloat16":
+            array = array.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[array.dtype.itemsize])
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"bits: expected integer bit patterns, got dtype {array.dtype}")
+        if array.dtype.kind == "i":
+            if not fixed_width and array.size and array.min() < 0:
+                raise ValueError("bits: negative Python integers have no bit width; pass fmt")
+            array = array.view(array.dtype.str.replace("i", "u"))  # two's complement bits, same width
+        values, digits = array, (2 * array.dtype.itemsize if fixed_width else 0)
+
+    def one(value) -> str:
+        return f"0x{int(value):0{digits}x}"
+
+    if values.ndim == 0:
+        return one(values)
+    return np.array2string(values, separator=", ", formatter={"int": one}, threshold=1000)
 
 
 def ordered_key(bits, fmt: Format | str) -> np.ndarray:
@@ -89,7 +119,7 @@ def classify(bits: int, fmt: Format | str) -> str:
     ['zero', 'subnormal', 'normal', 'inf', 'qnan', 'snan']
     """
     fmt = _fmt(fmt)
-    bits = int(bits)
+    bits = int(as_bits(bits, fmt, "bits"))
     exponent = (bits >> fmt.fraction_bits) & ((1 << fmt.exponent_bits) - 1)
     fraction = bits & ((1 << fmt.fraction_bits) - 1)
     if exponent == 0:
@@ -143,7 +173,7 @@ class Description:
 
     @property
     def hex(self) -> str:
-        return f"0x{self.bits:0{(self.format.width + 3) // 4}x}"
+        return to_hex(self.bits, self.format)
 
     @property
     def fields(self) -> str:
@@ -242,10 +272,10 @@ def diff_report(actual, expected, fmt: Format | str, nan: str = "class", max_row
     lines = [] if not header else [header]
     lines.append(f"Mismatched elements: {count} / {a.size} ({100 * count / a.size:.3g}%) [{fmt.name}, nan={nan!r}]")
     lines.append("Max ulp distance: " + (str(int(finite.max())) if finite.size else "n/a (NaN)"))
-    for index in list(zip(*np.nonzero(bad)))[:max_rows]:
+    for index in np.argwhere(bad)[:max_rows]:  # argwhere, unlike nonzero, takes 0-d arrays
         index = tuple(int(i) for i in index)
         d = int(distances[index])
-        label = f" index {index}: "
+        label = f" index {index}: " if index else " value: "  # a 0-d array has one element, no index
         pad = " " * len(label)
         lines.append(f"{label}actual   {describe(int(a[index]), fmt)}")
         lines.append(f"{pad}expected {describe(int(e[index]), fmt)}")

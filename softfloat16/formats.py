@@ -74,7 +74,7 @@ class Format:
         >>> fp16.value(0x0001)
         Fraction(1, 16777216)
         """
-        bits = int(bits)
+        bits = int(as_bits(bits, self, "bits"))
         sign = -1 if bits & self.sign_mask else 1
         field_ = (bits >> self.fraction_bits) & ((1 << self.exponent_bits) - 1)
         frac = bits & ((1 << self.fraction_bits) - 1)
@@ -222,3 +222,29 @@ def format(name: str | Format) -> Format:  # noqa: A001 - the public API name is
     if isinstance(name, str) and name.strip().lower() in _BY_NAME:
         return _BY_NAME[name.strip().lower()]
     raise ValueError(f"format: unknown format {name!r}; accepted: {', '.join(sorted(_BY_NAME))}")
+
+
+def as_bits(x, fmt: Format, name: str = "x") -> np.ndarray:
+    """Bit patterns of ``fmt`` from integers or from a float array of the same width: the one
+    reader of operands, for the arithmetic and for the comparison tools alike.
+
+    >>> as_bits(np.float16(1.0), format("fp16"))
+    array(15360, dtype=uint16)
+    """
+    arr = np.asarray(x)
+    kind = arr.dtype.kind
+    if kind in "iu":
+        if kind == "i" and arr.dtype.itemsize * 8 == fmt.width:
+            return arr.view(fmt.dtype)  # signed storage of the same width: reinterpret
+        # Unsigned storage no wider than the format holds only valid patterns: skip the two scans.
+        fits = kind == "u" and arr.dtype.itemsize * 8 <= fmt.width
+        if arr.size and not fits and (arr.min() < 0 or int(arr.max()) >> fmt.width):
+            bad = int(arr[(arr < 0) | (arr >= (1 << fmt.width))].flat[0])
+            raise ValueError(f"{name}: value {bad} ({bad:#x}) is not a {fmt.width}-bit {fmt.name} bit pattern")
+        return arr.astype(fmt.dtype, copy=False)
+    if arr.dtype.name == fmt.float_dtype_name:
+        return arr.view(fmt.dtype)
+    if kind in "fcVb" or arr.dtype.name in ("bfloat16",):
+        expected = f"{fmt.float_dtype_name} or integer bit patterns" if fmt.float_dtype_name else "integer bit patterns"
+        raise TypeError(f"{name}: {fmt.name} operands must be {expected}, got dtype {arr.dtype}")
+    raise TypeError(f"{name}: cannot read {fmt.name} bit patterns from dtype {arr.dtype}")

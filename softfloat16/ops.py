@@ -7,7 +7,7 @@ import functools
 import numpy as np
 
 from ._kernels import loops
-from .formats import Format, format as parse_format
+from .formats import Format, as_bits, format as parse_format
 from .profiles import parse_profile, parse_tininess
 from .rounding import Rounding, parse_rounding
 
@@ -48,31 +48,6 @@ def _config(fmt: Format, rounding="rne", ftz=False, daz=False, nan="ieee", tinin
         int(bool(daz)), int(parse_tininess(tininess)), int(profile.propagate),
         profile.invalid_nan(fmt), profile.canonical_nan(fmt), src[0], src[1],
     )
-
-
-def as_bits(x, fmt: Format, name: str = "x") -> np.ndarray:
-    """Bit patterns of ``fmt`` from integers or from a float array of the same width.
-
-    >>> as_bits(np.float16(1.0), parse_format("fp16"))
-    array(15360, dtype=uint16)
-    """
-    arr = np.asarray(x)
-    kind = arr.dtype.kind
-    if kind in "iu":
-        if kind == "i" and arr.dtype.itemsize * 8 == fmt.width:
-            return arr.view(fmt.dtype)  # signed storage of the same width: reinterpret
-        # Unsigned storage no wider than the format holds only valid patterns: skip the two scans.
-        fits = kind == "u" and arr.dtype.itemsize * 8 <= fmt.width
-        if arr.size and not fits and (arr.min() < 0 or int(arr.max()) >> fmt.width):
-            bad = arr[(arr < 0) | (arr >= (1 << fmt.width))].flat[0]
-            raise ValueError(f"{name}: value {int(bad)} is not a {fmt.width}-bit {fmt.name} bit pattern")
-        return arr.astype(fmt.dtype, copy=False)
-    if arr.dtype.name == fmt.float_dtype_name:
-        return arr.view(fmt.dtype)
-    if kind in "fcVb" or arr.dtype.name in ("bfloat16",):
-        expected = f"{fmt.float_dtype_name} or integer bit patterns" if fmt.float_dtype_name else "integer bit patterns"
-        raise TypeError(f"{name}: {fmt.name} operands must be {expected}, got dtype {arr.dtype}")
-    raise TypeError(f"{name}: cannot read {fmt.name} bit patterns from dtype {arr.dtype}")
 
 
 def _broadcast(arrays: list[np.ndarray], names: tuple[str, ...]) -> tuple[list[np.ndarray], tuple]:

@@ -27,11 +27,26 @@ _ALIASES = {
 }
 
 
+def accepted_rounding_names() -> str:
+    """The six names and, for each, its aliases: the text every rounding error shows.
+
+    >>> accepted_rounding_names().split("; ")[0]
+    'rne (nearest_even, nearest, ties_to_even)'
+    """
+    return "; ".join(
+        f"{name} ({', '.join(alias for alias, target in _ALIASES.items() if target == name)})"
+        for name in ROUNDING_NAMES
+    )
+
+
 def parse_rounding(rounding: str | Rounding) -> Rounding:
     """Rounding mode from a name such as ``"rne"`` (aliases like ``"toward_zero"`` work too).
+    The one parser of rounding names: the Python API and the command line both call it.
 
     >>> parse_rounding("rtz")
     <Rounding.RTZ: 2>
+    >>> parse_rounding("Nearest")
+    <Rounding.RNE: 0>
     """
     if isinstance(rounding, Rounding):
         return rounding
@@ -40,4 +55,4 @@ def parse_rounding(rounding: str | Rounding) -> Rounding:
         key = _ALIASES.get(key, key)
         if key in ROUNDING_NAMES:
             return Rounding[key.upper()]
-    raise ValueError(f"rounding: unknown rounding mode {rounding!r}; accepted: {', '.join(ROUNDING_NAMES)}")
+    raise ValueError(f"rounding: unknown rounding mode {rounding!r}; accepted: {accepted_rounding_names()}")
