@@ -4,8 +4,11 @@
     python -m softfloat16 op add fp16 0x3c00 0x0001 --rounding rtz
     python -m softfloat16 verify --format fp16 --op add --rounding rne --sample 1000000
 
+Bit patterns: ``0x3c01`` is hexadecimal, ``0b0011110000000001`` binary, a bare number such as
+``15360`` decimal (a note on stderr shows the other reading when the digits could be hex too).
 Usage errors (unknown format, rounding, op or profile, a bad bit pattern) print a message and
-exit with status 2, like argparse; ``verify`` exits 1 when it finds a mismatch.
+exit with status 2, like argparse; ``verify`` exits 1 when it finds a mismatch. A closed pipe
+(``... | head -1``) ends the command quietly.
 """
 from __future__ import annotations
 
@@ -13,10 +16,11 @@ import argparse
 import sys
 from fractions import Fraction
 
-from .compare import describe, exact_decimal, short_value
+from .compare import describe, exact_decimal, short_value, to_hex
+from .console import run_entry_point
 from .formats import FORMATS, Format, format as parse_format
 from .profiles import PROFILES
-from .rounding import ROUNDING_NAMES
+from .rounding import ROUNDING_NAMES, parse_rounding
 
 OP_ARITY = {"add": 2, "sub": 2, "mul": 2, "div": 2, "fma": 3, "sqrt": 1, "eq": 2, "lt": 2, "le": 2,
             "convert": 1}
@@ -32,19 +36,46 @@ def _format_arg(name: str) -> Format:
 
 
 def _rounding_arg(name: str) -> str:
-    if name.lower() not in ROUNDING_NAMES:
-        raise argparse.ArgumentTypeError(f"unknown rounding {name!r}; accepted: {', '.join(ROUNDING_NAMES)}")
-    return name.lower()
-
-
-def _hex_arg(text: str) -> int:
-    digits = text.lower().removeprefix("0x")
+    """The short name of a rounding mode, read by the same parser as the Python API's."""
     try:
-        if not digits or digits.startswith(("-", "+")):
+        return parse_rounding(name).name.lower()
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("rounding: ")) from None
+
+
+ROUNDING_HELP = f"{', '.join(ROUNDING_NAMES)} or an alias such as nearest, toward_zero, up, down (default rne)"
+BITS_HELP = "0x... hexadecimal, 0b... binary, or a decimal integer"
+
+
+def parse_bits(text: str) -> int:
+    """A bit pattern from the command line: ``0x`` hexadecimal, ``0b`` binary, else decimal.
+
+    >>> parse_bits("0x3c00"), parse_bits("0b11"), parse_bits("15360")
+    (15360, 3, 15360)
+    """
+    cleaned = text.strip().lower()
+    base = {"0x": 16, "0b": 2}.get(cleaned[:2], 10)
+    digits = cleaned[2:] if base != 10 else cleaned
+    try:
+        if not digits or not digits[0].isalnum():  # no sign, no empty digits
             raise ValueError
-        return int(digits, 16)
+        return int(digits, base)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a hexadecimal bit pattern: {text!r} (write e.g. 0x3c00)") from None
+        hint = f"; for hexadecimal write 0x{cleaned}" if base == 10 and _is_hex(cleaned) else ""
+        raise argparse.ArgumentTypeError(f"not a bit pattern: {text!r} (expected {BITS_HELP}{hint})") from None
+
+
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
+
+
+def _bits_arg(text: str) -> int:
+    """``parse_bits``, with a note on stderr when bare digits would read differently as hex."""
+    bits = parse_bits(text)
+    cleaned = text.strip().lower()
+    if cleaned.isdigit() and bits > 9:
+        print(f"note: {text} read as decimal = {bits:#x}; for the hex pattern write 0x{cleaned}", file=sys.stderr)
+    return bits
 
 
 def _check_width(parser: argparse.ArgumentParser, bits: int, fmt: Format) -> int:
@@ -54,7 +85,7 @@ def _check_width(parser: argparse.ArgumentParser, bits: int, fmt: Format) -> int
 
 
 def _hex(bits: int, fmt: Format) -> str:
-    return f"0x{int(bits):0{(fmt.width + 3) // 4}x}"
+    return to_hex(int(bits), fmt)
 
 
 def _value_text(bits: int, fmt: Format) -> str:
@@ -130,14 +161,14 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,op,verify}")
 
     p = sub.add_parser("explain", help="decode a bit pattern: fields, exact value, class, neighbours")
-    p.add_argument("bits", type=_hex_arg, help="bit pattern in hex, e.g. 0x3c01")
+    p.add_argument("bits", type=_bits_arg, help=f"the bit pattern: {BITS_HELP} (e.g. 0x3c01)")
     p.add_argument("--format", "-f", type=_format_arg, default=parse_format("fp16"), help="default fp16")
 
     p = sub.add_parser("op", help="run one operation on bit patterns and show result and flags")
     p.add_argument("op", choices=sorted(OP_ARITY), metavar="OP", help=", ".join(OP_ARITY))
     p.add_argument("format", type=_format_arg, metavar="FORMAT", help=", ".join(FORMATS))
-    p.add_argument("operands", type=_hex_arg, nargs="+", metavar="BITS", help="operand bit patterns in hex")
-    p.add_argument("--rounding", "-r", type=_rounding_arg, default="rne", help=", ".join(ROUNDING_NAMES))
+    p.add_argument("operands", type=_bits_arg, nargs="+", metavar="BITS", help=f"operand bit patterns: {BITS_HELP}")
+    p.add_argument("--rounding", "-r", type=_rounding_arg, default="rne", help=ROUNDING_HELP)
     p.add_argument("--nan", choices=sorted(PROFILES), default="ieee", help="NaN profile")
     p.add_argument("--ftz", action="store_true", help="flush tiny results to zero")
     p.add_argument("--daz", action="store_true", help="read subnormal inputs as zero")
@@ -147,7 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check the core against an independent reference")
     p.add_argument("--format", "-f", type=_format_arg, required=True, help="fp16 or bf16 (fp32 for convert)")
     p.add_argument("--op", choices=VERIFY_OPS, required=True, metavar="OP", help=", ".join(VERIFY_OPS))
-    p.add_argument("--rounding", "-r", type=_rounding_arg, default="rne", help=", ".join(ROUNDING_NAMES))
+    p.add_argument("--rounding", "-r", type=_rounding_arg, default="rne", help=ROUNDING_HELP)
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--exhaustive", action="store_true", help="every operand (pair)")
     scope.add_argument("--sample", type=int, default=1 << 20, metavar="N", help="N random cases (default 2^20)")
@@ -155,7 +186,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, metavar="K", help="processes (default: CPU count)")
     p.add_argument("--checkpoint", metavar="FILE", help="JSON file of finished chunks: resume from it")
     p.add_argument("--from", dest="source", type=_format_arg, help="convert: source format (default fp32)")
-    p.add_argument("--fma-c", metavar="HEX,HEX", help="exhaustive fma: the c values (default: 8 edge values)")
+    p.add_argument("--fma-c", metavar="BITS,BITS",
+                   help=f"exhaustive fma: the c values, each {BITS_HELP} (default: 8 edge values)")
     p.add_argument("--strict-nan", action="store_true", help="compare NaNs bit for bit (ieee profile)")
     p.add_argument("--reference", choices=("auto", "hardware", "exact"), default="auto",
                    help="auto: hardware floats for RNE where proven exact, else exact signs")
@@ -226,7 +258,7 @@ def _run_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     fma_c: tuple[int, ...] = ()
     if args.fma_c:
         try:
-            fma_c = tuple(_hex_arg(x) for x in args.fma_c.split(","))
+            fma_c = tuple(parse_bits(x) for x in args.fma_c.split(","))
         except argparse.ArgumentTypeError as error:
             parser.error(f"argument --fma-c: {error}")
     if args.workers is not None and args.workers < 1:
@@ -260,4 +292,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_entry_point(main))

@@ -37,7 +37,7 @@ def test_explain_normal(capsys):
     (["0x0001"], ["class     subnormal", "value     0.000000059604644775390625 = 1/16777216",
                   "next down 0x0000 = 0.0", "next up   0x0002"]),
     (["0x8001"], ["next up   0x8000 = -0.0", "next down 0x8002"]),
-    (["8000"], ["class     zero", "value     -0.0", "next up   0x0001", "next down 0x8001"]),
+    (["0x8000"], ["class     zero", "value     -0.0", "next up   0x0001", "next down 0x8001"]),
     (["0x7bff"], ["value     65504.0", "ulp       32.0 = 2^5", "next up   0x7c00 = inf"]),
     (["0xfc00"], ["class     inf", "value     -inf", "next up   0xfbff = -65504.0"]),
     (["0x7d01"], ["class     snan", "+sNaN (payload 0x101)"]),
@@ -96,7 +96,7 @@ def test_op_comparison(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["explain", "0x3c01", "--format", "fp12"], "unknown format 'fp12'"),
-    (["explain", "0xzz"], "not a hexadecimal bit pattern"),
+    (["explain", "0xzz"], "not a bit pattern"),
     (["explain", "0x10000"], "does not fit in 16 bits"),
     (["op", "add", "fp16", "0x3c00", "0x1", "--rounding", "up-ish"], "unknown rounding"),
     (["op", "pow", "fp16", "0x3c00", "0x1"], "invalid choice"),
@@ -138,3 +138,65 @@ def test_verify_command(capsys, tmp_path):
     code, out, err = run(capsys, "verify", "--format", "fp16", "--op", "add", "--rounding", "rtz",
                          "--sample", "200000", "--workers", "1", "--checkpoint", str(checkpoint), "--progress")
     assert code == 0 and "chunks resumed from a checkpoint: 1" in out and "100.0%" in err
+
+
+# --- bit patterns and rounding names as a new user types them (issue: ambiguous input) ---------
+
+@pytest.mark.parametrize("text, value", [("0x3c00", 0x3C00), ("0X3C00", 0x3C00), ("0b0011110000000000", 0x3C00),
+                                         ("15360", 0x3C00), ("7", 7), ("0", 0)])
+def test_bit_patterns_hex_binary_and_decimal(capsys, text, value):
+    code, out, err = run(capsys, "explain", text)
+    assert code == 0 and out.startswith(f"fp16 {value:#06x} = ")
+
+
+def test_bare_digits_are_decimal_and_the_note_shows_the_hex_reading(capsys):
+    code, out, err = run(capsys, "explain", "1000")
+    assert code == 0 and out.startswith("fp16 0x03e8 = ")  # 1000 decimal, not 0x1000
+    assert "1000 read as decimal = 0x3e8" in err and "0x1000" in err
+    code, out, err = run(capsys, "explain", "15360")
+    assert code == 0 and "does not fit" not in err and out.startswith("fp16 0x3c00")
+
+
+@pytest.mark.parametrize("text", ["3c01", "0x", "-1", "0b102", "1e3", "+0x3c00"])
+def test_unreadable_bit_patterns_are_refused_with_the_accepted_forms(capsys, text):
+    code, out, err = run(capsys, "explain", text)
+    assert code == 2 and "0x... hexadecimal, 0b... binary, or a decimal integer" in err and "Traceback" not in err
+    if text == "3c01":
+        assert "for hexadecimal write 0x3c01" in err
+
+
+def test_explain_help_states_the_number_syntax(capsys):
+    code, out, _ = run(capsys, "explain", "--help")
+    assert code == 0 and "0b... binary" in out and "decimal" in out
+
+
+@pytest.mark.parametrize("alias, name", [("nearest", "rne"), ("toward_zero", "rtz"), ("up", "rup"), ("Floor", "rdn")])
+def test_the_cli_takes_the_rounding_aliases_of_the_python_api(capsys, alias, name):
+    code, out, _ = run(capsys, "op", "add", "fp16", "0x3c00", "0x0001", "--rounding", alias)
+    assert code == 0 and f"rounding={name}" in out
+    assert out == run(capsys, "op", "add", "fp16", "0x3c00", "0x0001", "--rounding", name)[1]
+
+
+def test_a_rounding_error_lists_names_and_aliases_in_both_interfaces(capsys):
+    code, _, err = run(capsys, "op", "add", "fp16", "0x3c00", "0x1", "--rounding", "near")
+    with pytest.raises(ValueError) as api_error:
+        sf.fp16.add(0x3C00, 1, rounding="near")
+    for text in (err, str(api_error.value)):
+        assert "rne (nearest_even, nearest, ties_to_even)" in text and "rup (up, toward_positive, ceil)" in text
+
+
+@pytest.mark.parametrize("argv", [["softfloat16", "explain", "0x3c00"], ["sim", "train", "--help"],
+                                  ["sim.crosscheck", "--help"], ["softfloat16", "op", "add", "fp16", "0x1", "0x2"]])
+def test_a_closed_pipe_ends_every_command_quietly(argv):
+    """`... | head -1`: the reader is gone before the command writes (no traceback on stderr)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sf.__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", *argv], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, timeout=120, env=env)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert done.returncode in (0, 141)

@@ -2,6 +2,7 @@
 import sys
 
 from sim.crosscheck.cli import main
+from softfloat16.console import run_entry_point
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_entry_point(lambda: main(sys.argv[1:])))
