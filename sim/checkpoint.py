@@ -48,6 +48,10 @@ _READ_ERRORS = (
 )
 
 
+# The first bytes of a zip archive (an .npz): a local file header, or the end record of an empty one.
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
 class CheckpointError(ValueError):
     """A checkpoint file is unreadable, corrupt, truncated, or of an unknown schema."""
 
@@ -230,15 +234,17 @@ def load_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray]
     not a readable .npz file (truncated or corrupt?)
     """
     path = os.fspath(path)
+    with open(path, "rb") as file:  # FileNotFoundError passes through, as documented
+        magic = file.read(4)
+    if magic == b"\x93NUM":
+        raise CheckpointError(f"{path}: a single .npy array, not a checkpoint")
+    if magic not in _ZIP_MAGIC:  # np.load would try pickle, and say so in its error
+        raise CheckpointError(f"{path}: not an .npz archive (it starts with {magic!r})")
     try:
         npz = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise
     except _READ_ERRORS as error:
         message = f"{path}: not a readable .npz file (truncated or corrupt?): {error}"
         raise CheckpointError(message) from error
-    if not isinstance(npz, np.lib.npyio.NpzFile):
-        raise CheckpointError(f"{path}: a single .npy array, not a checkpoint")
     with npz:
         entries = set(npz.files)
         if _HEADER not in entries:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import sys
 import tempfile
@@ -21,11 +20,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from sim.arguments import (
+    UsageError, check_writable, momentum, non_negative_float, non_negative_int, positive_float, positive_int,
+)
 from sim.checkpoint import CheckpointError, load_checkpoint
 from sim.diagnostics import StepRecord
 from sim.train import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig, Trainer
 
-__all__ = ["main"]
+__all__ = ["main", "parse_arguments"]
 
 # argparse destination -> TrainConfig field, for flags whose names differ.
 _FIELDS = {
@@ -47,46 +49,6 @@ _FIELDS = {
 }
 
 
-class _UsageError(Exception):
-    """A bad command line: reported as ``<command>: error: ...`` with exit status 2 (here and in
-    ``python -m sim crosscheck``)."""
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not (0.0 < value < math.inf):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not (0.0 <= value < math.inf):
-        raise argparse.ArgumentTypeError(f"must be a non-negative finite number, got {text}")
-    return value
-
-
-def _momentum(text: str) -> float:
-    value = _non_negative_float(text)
-    if value >= 1.0:
-        raise argparse.ArgumentTypeError(f"must be below 1, got {text}")
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sim",
@@ -102,23 +64,23 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--precision", choices=tuple(PRECISIONS), help="compute format (default fp16)")
     train.add_argument("--loss-scale", choices=LOSS_SCALES,
                        help="loss scaling (default: dynamic for fp16, none otherwise)")
-    train.add_argument("--scale", type=_positive_float, metavar="S",
+    train.add_argument("--scale", type=positive_float, metavar="S",
                        help="the static scale, or the initial dynamic scale (default 65536)")
-    train.add_argument("--growth-interval", type=_positive_int, metavar="N",
+    train.add_argument("--growth-interval", type=positive_int, metavar="N",
                        help="dynamic scaling: clean steps before the scale doubles (default 2000)")
     train.add_argument("--no-master-weights", dest="master_weights", action="store_const", const=False,
                        help="keep weights and optimizer in the compute format (no FP32 master copy)")
-    train.add_argument("--clip", type=_positive_float, metavar="C", help="clip the global gradient norm to C")
+    train.add_argument("--clip", type=positive_float, metavar="C", help="clip the global gradient norm to C")
     train.add_argument("--clip-before-unscale", action="store_const", const=True,
                        help="clip the still-scaled gradients (the classic bug, on purpose)")
     train.add_argument("--optimizer", choices=OPTIMIZERS, help="default sgd (momentum 0.9)")
-    train.add_argument("--lr", type=_positive_float, help="learning rate (default 0.05 for sgd, 1e-3 for adam)")
-    train.add_argument("--momentum", type=_momentum, metavar="M", help="sgd momentum, 0 <= M < 1 (default 0.9)")
-    train.add_argument("--weight-decay", type=_non_negative_float, metavar="W",
+    train.add_argument("--lr", type=positive_float, help="learning rate (default 0.05 for sgd, 1e-3 for adam)")
+    train.add_argument("--momentum", type=momentum, metavar="M", help="sgd momentum, 0 <= M < 1 (default 0.9)")
+    train.add_argument("--weight-decay", type=non_negative_float, metavar="W",
                        help="L2 weight decay added to the gradient, as torch's SGD and Adam (default 0)")
-    train.add_argument("--steps", type=_non_negative_int, metavar="N", help="total steps (default 500)")
-    train.add_argument("--batch-size", type=_positive_int, metavar="B", help="default 32")
-    train.add_argument("--seed", type=_non_negative_int, metavar="S", help="weights and data order (default 0)")
+    train.add_argument("--steps", type=non_negative_int, metavar="N", help="total steps (default 500)")
+    train.add_argument("--batch-size", type=positive_int, metavar="B", help="default 32")
+    train.add_argument("--seed", type=non_negative_int, metavar="S", help="weights and data order (default 0)")
     train.add_argument("--data", choices=DATASETS, help="digits (default) or a small synthetic set")
     train.add_argument("--json", metavar="PATH", help="write the run's report as JSON")
     train.add_argument("--checkpoint", metavar="PATH", help="save the state here (every 100 steps and at the end)")
@@ -145,21 +107,21 @@ def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]
         _, meta = load_checkpoint(args.resume)
         saved = TrainConfig.from_dict(meta["config"])
     except FileNotFoundError:
-        raise _UsageError(f"--resume: no such file: {args.resume}") from None
+        raise UsageError(f"--resume: no such file: {args.resume}") from None
     except CheckpointError as error:
-        raise _UsageError(f"--resume: {error}") from None
+        raise UsageError(f"--resume: not a checkpoint: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
-        raise _UsageError(f"--resume: {args.resume} is not a training checkpoint ({error})") from None
+        raise UsageError(f"--resume: {args.resume} is not a training checkpoint ({error})") from None
     config = _checked(TrainConfig(**{**saved.to_dict(), "hidden": saved.hidden, **given}), given)
     try:
         trainer = Trainer.resume(args.resume, config)
     except (ValueError, OSError) as error:
-        raise _UsageError(f"--resume: {error}") from None
+        raise UsageError(f"--resume: {error}") from None
     return config, trainer
 
 
 def _checked(config: TrainConfig, given: dict[str, Any]) -> TrainConfig:
-    """The config resolved, or a _UsageError naming the flags at fault (``given``: the fields set
+    """The config resolved, or a UsageError naming the flags at fault (``given``: the fields set
     on the command line)."""
     try:
         with warnings.catch_warnings():
@@ -170,25 +132,12 @@ def _checked(config: TrainConfig, given: dict[str, Any]) -> TrainConfig:
         for field, flag in (("static loss scaling", "--loss-scale static"),
                             ("clip_before_unscale", "--clip-before-unscale")):
             message = message.replace(field, flag)
-        raise _UsageError(message) from None
+        raise UsageError(message) from None
     if "growth_interval" in given and config.loss_scale != "dynamic":
-        raise _UsageError(f"--growth-interval only applies to --loss-scale dynamic, not {config.loss_scale}")
+        raise UsageError(f"--growth-interval only applies to --loss-scale dynamic, not {config.loss_scale}")
     if "momentum" in given and config.optimizer != "sgd":
-        raise _UsageError(f"--momentum only applies to --optimizer sgd, not {config.optimizer}")
+        raise UsageError(f"--momentum only applies to --optimizer sgd, not {config.optimizer}")
     return config
-
-
-def _check_writable(flag: str, path: str | None) -> None:
-    """Fail before training, not after, when an output path cannot be written."""
-    if path is None:
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise _UsageError(f"{flag}: directory does not exist: {directory}")
-    if os.path.isdir(path):
-        raise _UsageError(f"{flag}: {path} is a directory")
-    if not os.access(directory, os.W_OK):
-        raise _UsageError(f"{flag}: cannot write to {directory}")
 
 
 def _write_json(path: str, document: dict[str, Any]) -> None:
@@ -234,8 +183,8 @@ class _Progress:
 
 
 def _train(args: argparse.Namespace) -> int:
-    _check_writable("--json", args.json)
-    _check_writable("--checkpoint", args.checkpoint)
+    check_writable("--json", args.json)
+    check_writable("--checkpoint", args.checkpoint)
     config, trainer = _config_from(args)
     for note in config.notes():
         print(f"note: {note}", file=sys.stderr)
@@ -251,9 +200,16 @@ def _train(args: argparse.Namespace) -> int:
         saved = f"; state saved to {args.checkpoint} (resume with --resume)" if args.checkpoint else ""
         print(f"\ninterrupted at step {trainer.step}{saved}", file=sys.stderr)
         return 130
+    except OSError as error:  # checked writable at the start; the disk may still fill up
+        if args.checkpoint is None:
+            raise
+        raise UsageError(f"--checkpoint: cannot write {args.checkpoint}: {error.strerror or error}") from None
     summary = trainer.summary(wall_seconds=time.perf_counter() - start)
     if args.json is not None:
-        _write_json(args.json, summary)
+        try:
+            _write_json(args.json, summary)
+        except OSError as error:
+            raise UsageError(f"--json: cannot write {args.json}: {error.strerror or error}") from None
     accuracy = summary["final_accuracy"]
     print(
         f"{config.precision} loss_scale={config.loss_scale} steps={summary['steps']} "
@@ -275,8 +231,18 @@ def _crosscheck(argv: list[str]) -> int:
     return crosscheck_main(argv)
 
 
+def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse a ``python -m sim`` command line other than ``crosscheck`` (which has its own
+    parser); exits with status 2 on a usage error, as argparse does."""
+    argv = list(argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = ["report", *argv]  # bare `python -m sim [--out DIR ...]` is the report
+    return _parser().parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status. No arguments runs the report.
+    """Run the command line; returns the exit status. No subcommand runs the report (with the
+    report's flags, if any: ``python -m sim --out DIR``).
 
     >>> main(["train", "--loss-scale", "static"])
     2
@@ -284,17 +250,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["crosscheck"]:  # its flags belong to sim.crosscheck, not to this parser
         return _crosscheck(argv[1:])
-    parser = _parser()
-    args = parser.parse_args(argv or ["report"])
-    if args.command is None:  # only global flags were given
-        parser.print_help()
-        return 2
+    args = parse_arguments(argv)
     if args.command == "report":
         from sim.report import run as run_report
 
         return run_report(args)
     try:
         return _train(args)
-    except _UsageError as error:
+    except UsageError as error:
         print(f"python -m sim train: error: {error}", file=sys.stderr)
         return 2

@@ -24,7 +24,9 @@ from sim.crosscheck.compare import compare_records, format_report
 from sim.crosscheck.dump import DumpError, load_dump, save_dump
 from sim.crosscheck.program import Plan, UnsupportedConfig, run_training
 from sim.crosscheck.record import EmulatorBackend, Recorder, replay
-from sim.cli import _positive_int, _UsageError  # the same rules and exit status as `python -m sim train`
+from sim.arguments import (  # the same rules and exit status as `python -m sim train`
+    UsageError, check_writable, non_negative_int, positive_float, positive_int,
+)
 from sim.train import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig
 
 __all__ = ["main"]
@@ -52,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Compare a PyTorch training run with the emulator, op by op and bit by bit.",
     )
     parser.add_argument("--device", choices=("cpu", "cuda"), help="where torch runs (default cpu)")
-    parser.add_argument("--steps", type=_positive_int, metavar="N", help="training steps (default 50)")
+    parser.add_argument("--steps", type=positive_int, metavar="N", help="training steps (default 50)")
     parser.add_argument("--mode", choices=("exact", "library"),
                         help="exact: every torch op bit-defined (default); library: torch's own kernels")
     parser.add_argument("--dump", metavar="PATH", help="save the records this command computed (.npz)")
@@ -62,18 +64,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tensor-core", metavar="GPU",
                         help="run the emulator's GEMMs under this tensor-core model (h100, h200, or none); "
                              "default: h100 for --mode library on cuda, none otherwise")
-    parser.add_argument("--max-rows", type=_positive_int, default=5, metavar="N",
+    parser.add_argument("--max-rows", type=positive_int, default=5, metavar="N",
                         help="differing elements shown for the first divergent op (default 5)")
     training = parser.add_argument_group("training run (as python -m sim train; defaults likewise)")
     training.add_argument("--precision", choices=tuple(PRECISIONS))
     training.add_argument("--loss-scale", choices=LOSS_SCALES)
-    training.add_argument("--scale", type=float, metavar="S")
-    training.add_argument("--growth-interval", type=_positive_int, metavar="N")
+    training.add_argument("--scale", type=positive_float, metavar="S")
+    training.add_argument("--growth-interval", type=positive_int, metavar="N")
     training.add_argument("--no-master-weights", dest="master_weights", action="store_const", const=False)
     training.add_argument("--optimizer", choices=OPTIMIZERS)
-    training.add_argument("--lr", type=float)
-    training.add_argument("--batch-size", type=_positive_int, metavar="B")
-    training.add_argument("--seed", type=int, metavar="S")
+    training.add_argument("--lr", type=positive_float)
+    training.add_argument("--batch-size", type=positive_int, metavar="B")
+    training.add_argument("--seed", type=non_negative_int, metavar="S")
     training.add_argument("--data", choices=DATASETS)
     training.add_argument("--hidden", type=_widths, metavar="W1,W2,...",
                           help="hidden layer widths (default 128,128,128)")
@@ -90,22 +92,22 @@ def _resolved(config: TrainConfig, steps: int) -> TrainConfig:
             warnings.simplefilter("ignore")
             return dataclasses.replace(config, steps=steps).resolved()
     except ValueError as error:
-        raise _UsageError(str(error)) from None
+        raise UsageError(str(error)) from None
 
 
 def _from_dump(args: argparse.Namespace) -> tuple[Any, TrainConfig, str, str, int]:
     try:
         dump = load_dump(args.against)
     except FileNotFoundError:
-        raise _UsageError(f"--against: no such file: {args.against}") from None
+        raise UsageError(f"--against: no such file: {args.against}") from None
     except DumpError as error:
-        raise _UsageError(f"--against: {error}") from None
+        raise UsageError(f"--against: {error}") from None
     if dump.side != "torch":
         print(f"note: {args.against} holds the {dump.side}'s records, not torch's", file=sys.stderr)
     try:
         saved = TrainConfig.from_dict(dump.config)
     except (TypeError, ValueError) as error:
-        raise _UsageError(f"--against: the dump's config is not a training config ({error})") from None
+        raise UsageError(f"--against: the dump's config is not a training config ({error})") from None
     device = dump.device.get("device", "cpu")
     conflicts = [f"--{name.replace('_', '-')} {given!r} (the dump has {saved_value!r})"
                  for name, given, saved_value in (
@@ -113,7 +115,7 @@ def _from_dump(args: argparse.Namespace) -> tuple[Any, TrainConfig, str, str, in
                      *((field, value, getattr(saved, field)) for field, value in _given(args).items()))
                  if given is not None and given != saved_value]
     if conflicts:
-        raise _UsageError("--against: flags disagree with the dump: " + "; ".join(conflicts))
+        raise UsageError("--against: flags disagree with the dump: " + "; ".join(conflicts))
     return dump, _resolved(saved, dump.steps), device, dump.mode, dump.steps
 
 
@@ -148,6 +150,7 @@ def _tensor_core(args: argparse.Namespace, device: str, mode: str) -> str | None
 
 
 def _run(args: argparse.Namespace) -> int:
+    check_writable("--dump", args.dump)
     if args.against is not None:
         dump, config, device, mode, steps = _from_dump(args)
         device_records, info, settings = dump.records, dump.device, dump.settings
@@ -157,11 +160,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         plan = Plan.from_config(config, steps)
     except UnsupportedConfig as error:
-        raise _UsageError(str(error)) from None
+        raise UsageError(str(error)) from None
     try:
         backend = EmulatorBackend(_tensor_core(args, device, mode))
     except ValueError:
-        raise _UsageError(f"--tensor-core: unknown GPU {args.tensor_core!r}; accepted: h100, h200, none") from None
+        raise UsageError(f"--tensor-core: unknown GPU {args.tensor_core!r}; accepted: h100, h200, none") from None
     timings: dict[str, float] = {}
     if args.against is None:
         device_records, info, settings = _run_torch(device, mode, plan, timings)
@@ -195,7 +198,7 @@ def _run_torch(device: str, mode: str, plan: Plan, timings: dict[str, float]) ->
             timings["torch"] = time.perf_counter() - start
             info = device_info(device)
     except (ImportError, RuntimeError) as error:
-        raise _UsageError(str(error)) from None
+        raise UsageError(str(error)) from None
     settings = {"nan_profile": _NAN_PROFILES[device], "ftz": False, "mode": mode, **switches}
     return recorder.records, info, settings
 
@@ -209,6 +212,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _run(args)
-    except _UsageError as error:
+    except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2

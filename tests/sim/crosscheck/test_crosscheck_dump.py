@@ -146,7 +146,8 @@ def test_a_training_checkpoint_is_not_a_dump(tmp_path, capsys):
         load_dump(path)
     path.write_text(json.dumps({"not": "a zip"}))
     assert cli.main(["--against", str(path)]) == 2
-    assert "not a readable .npz" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not an .npz archive" in err and "pickle" not in err
     assert not os.path.exists(tmp_path / "missing.npz")
     assert cli.main(["--against", str(tmp_path / "missing.npz")]) == 2
 
@@ -164,3 +165,18 @@ def test_dump_of_the_emulator_side(short_dump_path, tmp_path, capsys):
     assert dump.side == "emulator" and dump.settings["nan_profile"] == "ieee"
     assert len(dump.records) == len(emulator_records(FP16_DYNAMIC, SHORT)) - 1  # replay has no final state
     assert TrainConfig.from_dict(dump.config).growth_interval == FP16_DYNAMIC.growth_interval
+
+
+def test_a_divergent_scalar_output_is_reported():
+    """A 0-d output (the loss) that differs by 1 ulp in a library-mode op: the report names it
+    (this crashed in diff_report with numpy's 'nonzero on 0d arrays')."""
+    from sim.crosscheck.record import OpRecord
+
+    def record(bits: int) -> OpRecord:
+        return OpRecord(3, "loss.mean", "mean", "library:torch.mean", {}, [],
+                        [("out", "fp32", np.array(bits, dtype=np.uint32))])
+
+    report = compare_records([record(0x402CBFAF)], [record(0x402CBFB0)])
+    text = format_report(report)
+    assert [r.status for r in report.results] == ["expected"]
+    assert "value: actual   0x402cbfb0" in text and "expected 0x402cbfaf" in text and "ulp distance 1" in text
