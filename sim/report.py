@@ -28,7 +28,9 @@ import math
 import multiprocessing
 import os
 import queue as queue_module
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
@@ -36,6 +38,7 @@ from typing import Any, TextIO
 import numpy as np
 
 import softfloat16 as sf
+from sim.arguments import UsageError, non_negative_int, output_dir, positive_int
 from sim.diagnostics import Log2Histogram
 from sim.tensor import gradients
 from sim.train import StepDetail, TrainConfig, Trainer
@@ -594,24 +597,25 @@ def _one_line(value: dict[str, Any]) -> bool:
 
 def write_report(out: str, document: dict[str, Any], figures: bool = True) -> list[str]:
     """Write results.json, the figures (unless ``figures`` is False) and report.md into ``out``;
-    returns the paths written."""
+    returns the paths written. Everything is written into a temporary folder inside ``out`` first
+    and moved into place at the end, so a failure (a full disk, say) leaves no half-written file."""
     os.makedirs(out, exist_ok=True)
-    written = []
-    path = os.path.join(out, "results.json")
-    write_json(path, document)
-    written.append(path)
-    figure_files: dict[str, str] = {}
-    if figures:
-        from sim.figures import make_figures
+    staging = tempfile.mkdtemp(prefix=".sim-report-", dir=out)
+    try:
+        names = ["results.json"]
+        write_json(os.path.join(staging, "results.json"), document)
+        if figures:
+            from sim.figures import make_figures
 
-        figure_files = make_figures(document, out)
-        written += [os.path.join(out, name) for name in figure_files.values()]
-    path = os.path.join(out, "report.md")
-    with open(path + ".tmp", "w", encoding="utf-8") as file:
-        file.write(render_report(document, format_table(document["recipes"])))
-    os.replace(path + ".tmp", path)
-    written.append(path)
-    return written
+            names += list(make_figures(document, staging).values())
+        with open(os.path.join(staging, "report.md"), "w", encoding="utf-8") as file:
+            file.write(render_report(document, format_table(document["recipes"])))
+        names.append("report.md")
+        for name in names:
+            os.replace(os.path.join(staging, name), os.path.join(out, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [os.path.join(out, name) for name in names]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -628,52 +632,57 @@ def main(argv: Sequence[str] | None = None) -> int:
 def add_arguments(parser: Any) -> None:
     """The report's flags (shared with ``python -m sim report``'s subparser)."""
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output directory (default ./{DEFAULT_OUT})")
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
+    parser.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, metavar="N",
                         help=f"steps per recipe (default {DEFAULT_STEPS})")
-    parser.add_argument("--seed", type=int, default=0, metavar="S", help="weights and data order (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
+                        help="weights and data order (default 0)")
     parser.add_argument("--data", choices=("digits", "synthetic"), default="digits",
                         help="digits (default) or the small synthetic set (for tests)")
-    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
+    parser.add_argument("--workers", type=positive_int, default=min(2, os.cpu_count() or 1), metavar="N",
                         help="worker processes (default 2; results do not depend on it)")
     parser.add_argument("--no-figures", dest="figures", action="store_false", help="skip the PNG figures")
 
 
 def run(args: Any) -> int:
-    """Run the suite for parsed ``args`` (see :func:`add_arguments`); returns the exit status."""
-    if args.steps < 1 or args.seed < 0 or args.workers < 1:
-        print("python -m sim report: error: --steps and --workers must be >= 1, --seed >= 0", file=sys.stderr)
+    """Run the suite for parsed ``args`` (see :func:`add_arguments`); returns the exit status.
+    The output directory is checked (made, and written to) before any training, and the files
+    appear in it only once all of them are written."""
+    def fail(message: str) -> int:
+        print(f"python -m sim report: error: {message}", file=sys.stderr)
         return 2
+
     needed = [("matplotlib", "the figures")] if args.figures else []
     needed += [("sklearn", "the digits data")] if args.data == "digits" else []
     for module, what in needed:
         try:
             __import__(module)
         except ImportError:
-            print(f"python -m sim report: error: {what} need {module}: pip install -e '.[report]'", file=sys.stderr)
-            return 2
+            return fail(f"{what} need {module}: pip install -e '.[report]'")
     try:
-        os.makedirs(args.out, exist_ok=True)
-    except OSError as error:
-        print(f"python -m sim report: error: --out: {error}", file=sys.stderr)
-        return 2
-    recipes = suite_recipes(steps=args.steps, seed=args.seed, data=args.data)
-    print(f"running {len(recipes)} recipes x {args.steps} steps on {args.data} "
-          f"({args.workers} worker{'s' if args.workers > 1 else ''})", file=sys.stderr)
-    progress = SuiteProgress(recipes, sys.stderr)
-    began = time.perf_counter()
-    try:
-        results = run_suite(recipes, args.workers, progress)
+        with output_dir("--out", args.out):
+            recipes = suite_recipes(steps=args.steps, seed=args.seed, data=args.data)
+            print(f"running {len(recipes)} recipes x {args.steps} steps on {args.data} "
+                  f"({args.workers} worker{'s' if args.workers > 1 else ''})", file=sys.stderr)
+            progress = SuiteProgress(recipes, sys.stderr)
+            began = time.perf_counter()
+            try:
+                results = run_suite(recipes, args.workers, progress)
+            finally:
+                progress.close()
+            document = suite_document(recipes, results)
+            try:
+                written = write_report(args.out, document, figures=args.figures)
+            except OSError as error:
+                raise UsageError(f"--out: cannot write {error.filename or args.out}: {error.strerror or error}; "
+                                 "nothing was written") from None
+    except UsageError as error:
+        return fail(str(error))
     except KeyboardInterrupt:
-        progress.close()
         print("interrupted; nothing written", file=sys.stderr)
         return 130
-    progress.close()
-    document = suite_document(recipes, results)
-    written = write_report(args.out, document, figures=args.figures)
     print(format_table(document["recipes"]))
     print(f"\nwrote {', '.join(written)} in {time.perf_counter() - began:.0f}s", file=sys.stderr)
     return 0
-
 
 
 # --- the report's prose ------------------------------------------------------------------------
@@ -913,7 +922,7 @@ class _Claims:
             text += (f"It shows no clear accuracy cost here, the ranges overlap: {accuracies}. "
                      f"The {_pct(1 - below)} of updates above the line are the "
                      f"larger ones and still land. The update is proportional to the learning rate, so a rate k "
-                     f"times smaller would shift figure e's histogram left by log2 k binades and put more of the "
+                     f"times smaller would shift figure e's curves left by log2 k binades and put more of the "
                      f"learning below the line; at our lr 0.05 most of it stays above.")
         verdict = ("Supported" if vanish and hurt else
                    "Partly supported (updates vanish; no clear accuracy cost)" if vanish else "Not supported")
@@ -953,8 +962,8 @@ class _Claims:
                 f"({len(large['skipped_steps'])} in all; it still reached {_pct(large['final_accuracy'])}, later than "
                 f"the others, figure c). Run {small['label']} holds 2^{_log2(small['config']['scale'])}: underflow "
                 f"was {_pct(small_early)} of entries in {early} and {_pct(small_late)} in {late}, as the gradients "
-                f"shrink below what the constant lifts. Figure d draws both against the window of scales that fit "
-                f"each step's gradients: the window climbs during training, a static constant stays put.")
+                f"shrink below what the constant lifts. Figure d draws each against the window of scales that fit "
+                f"its own gradients step by step: the window climbs during training, a static constant stays put.")
         verdict = ("Supported" if large["skip_rate_early"] >= 0.1 and large["skip_rate_late"] < large["skip_rate_early"]
                    and small_late > 2 * small_early else "Not supported")
         return ("A static scale goes stale: too large overflows and skips steps, too small lets underflow return",
@@ -966,18 +975,27 @@ FIGURE_CAPTIONS = {
           "the true gradient magnitudes of every layer of run 3 over all its steps. FP16's floor cuts into the "
           "left tail of every layer; BF16 and FP32 reach far beyond it."),
     "b": ("Gradients against FP16's floor and ceiling", "Per layer, the true gradient magnitudes of run 3 as "
-          "computed (blue) and multiplied by its scale (orange). Grey: values that round to zero in FP16 "
-          "(below 2^-25); tan: subnormals (fewer significant bits); red: above 65504 (overflow)."),
-    "c": ("Loss curves", "Top: the training loss of every run (10-step moving mean). Bottom: test accuracy, "
-          "measured every tenth of the run."),
+          "computed (blue) and multiplied by its scale (orange): entries per binade, all steps, log axis. Grey: "
+          "values that round to zero in FP16 (below 2^-25); tan: subnormals (fewer significant bits); red: above "
+          "65504 (overflow). Each panel's title gives the share of its entries that round to zero, unscaled "
+          "and scaled."),
+    "c": ("Loss curves", "Top: the training loss of every run (10-step moving mean). Below: test accuracy, "
+          "measured every tenth of the run, on an axis broken at 80% so that every point is on the chart: "
+          "the upper panel holds the runs that train, at full resolution; the lower one run 6, near chance "
+          "throughout, and run 8a's first evaluations."),
     "d": ("The dynamic scale, and static scales going stale", "Top: run 4's scale over the steps, with its skipped "
           "steps, over the window of scales that suit the gradients (top edge: the largest power of two that "
           "keeps the largest weight gradient below 65504; bottom edge: the smallest that lifts 99% of the nonzero "
-          "gradients above 2^-25; faint: each step, solid: 25-step running median). Bottom: the constant scales "
-          "of runs 3, 8a and 8b over run 3's window."),
-    "e": ("Updates against weights", "The ratio |update| / |weight| over all steps and parameters, with FP32 "
-          "master weights (run 4) and without (run 5). An FP16 weight does not move for ratios below about "
-          "2^-11 (half its ulp); an FP32 master weight only below about 2^-24."),
+          "gradients above 2^-25; faint: each step, solid: 25-step running median). Below: the constant scales "
+          "of runs 3, 8a and 8b, each over its own run's window (the gradients, and so the window, depend on "
+          "how the run trained: run 8a skips most early steps, its gradients stay large longer and its "
+          "window's top edge stays low); ticks mark skipped steps."),
+    "e": ("Updates against weights", "With FP32 master weights (run 4) and without (run 5). Left: the "
+          "cumulative share of updates whose ratio |update| / |weight| is below each value, over all steps and "
+          "parameters. An FP16 weight does not move for ratios below about 2^-11 (half its ulp), an FP32 master "
+          "weight only below about 2^-24; the dots mark each run against its own line. Right: the share of "
+          "nonzero updates that actually left the stored weight unchanged (hatched: those whose gradient was "
+          "exactly zero that step, momentum alone)."),
     "f": ("The clipping-order bug", "The global gradient norm the clip compares with its threshold, unscaling "
           "first (run 4) and clipping first (run 6); dots mark the steps where clipping fired."),
 }
@@ -1029,7 +1047,7 @@ def render_report(document: dict[str, Any], table: str) -> str:
         "step; skipped: steps skipped for inf/NaN gradients (early / late rate); clipped: share of steps "
         "where clipping fired; underflow: per layer, in percent; swallowed: over all layers.",
         "",
-        "One final accuracy is one draw from a noisy curve (figure c, bottom), so the second table also gives "
+        "One final accuracy is one draw from a noisy curve (figure c, accuracy panels), so the second table also gives "
         f"the test accuracy measured every {evaluation_interval(suite['steps'])} steps over the second half of "
         "each run. The claims below call an accuracy difference real only when those ranges do not overlap.",
         "",

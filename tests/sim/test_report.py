@@ -94,9 +94,16 @@ def test_the_collector_reads_true_gradients_and_lost_updates():
     assert sum(h.total + h.zeros for h in collector.grad_histograms) == 2 * sum(trainer.log.entries)
 
 
-def test_bad_report_arguments_exit_2(tmp_path, capsys):
-    assert main(["report", "--steps", "0", "--out", str(tmp_path)]) == 2
-    assert "--steps" in capsys.readouterr().err
+@pytest.mark.parametrize("flags, message", [
+    (["--steps", "0"], "argument --steps: must be a positive integer, got 0"),
+    (["--workers", "0"], "argument --workers: must be a positive integer, got 0"),
+    (["--seed", "-1"], "argument --seed: must be a non-negative integer, got -1"),
+    (["--steps", "ten"], "argument --steps: must be a positive integer, got 'ten'"),
+])
+def test_bad_report_arguments_name_the_argument_and_its_value(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", *flags, "--out", str(tmp_path)])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_no_arguments_runs_the_report(monkeypatch):
