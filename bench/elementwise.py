@@ -22,6 +22,7 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import softfloat16 as sf  # noqa: E402
+from machine import describe_machine  # noqa: E402  (bench/machine.py, beside this script)
 
 OPS = ("add", "mul", "div", "sqrt", "fma")
 TARGETS = {("fp16", "add"): 0.5, ("fp16", "mul"): 0.5, ("fp16", "div"): 1.0, ("fp16", "sqrt"): 1.0,
@@ -118,6 +119,7 @@ def main(argv=None):
             t_ours = times.pop("ours")
             rows.append([fmt_name, op, t_ours] + [(peer, t, t_ours / t) for peer, t in times.items()])
     first, cached = compile_times()
+    print(describe_machine() + "\n")
     if args.markdown:
         print("| format | op | softfloat16 ns/elem | peers: ns/elem (ratio ours/peer) | target |")
         print("|---|---|---|---|---|")

@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 
 import softfloat16 as sf  # noqa: E402
 import softfloat16.linalg as linalg  # noqa: E402
+from machine import describe_machine  # noqa: E402  (bench/machine.py, beside this script)
 from sim.train import TrainConfig, Trainer  # noqa: E402
 
 
@@ -91,7 +92,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--full-run", action="store_true")
     args = parser.parse_args()
-    print(f"NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']}, {os.cpu_count()} CPUs")
+    print(describe_machine())
     bench_step(args.steps)
     bench_matmul(args.repeat)
     if args.full_run:
