@@ -2,6 +2,7 @@
 wiring (report by default, crosscheck handed to its own module)."""
 from __future__ import annotations
 
+import io
 import json
 import sys
 import types
@@ -12,6 +13,7 @@ import pytest
 import softfloat16 as sf
 from sim import report
 from sim.cli import main
+from sim.report import suite
 from sim.figures import FIGURES
 from sim.train import Trainer
 
@@ -76,7 +78,7 @@ def test_round_trip_probe_counts_are_consistent(tiny_report):
 
 def test_skip_rates_use_the_stated_windows():
     assert report.skip_windows(500) == ((0, 100), (250, 500))
-    assert report._rate({0, 1, 2, 300}, (0, 100)) == 0.03 and report._rate({0, 1, 2, 300}, (250, 500)) == 0.004
+    assert suite._rate({0, 1, 2, 300}, (0, 100)) == 0.03 and suite._rate({0, 1, 2, 300}, (250, 500)) == 0.004
 
 
 def test_the_collector_reads_true_gradients_and_lost_updates():
@@ -92,6 +94,27 @@ def test_the_collector_reads_true_gradients_and_lost_updates():
                for d in seen if d.updates is not None for u, a, b in zip(d.updates, d.params_after, d.params_before))
     assert collector.updates_lost == lost
     assert sum(h.total + h.zeros for h in collector.grad_histograms) == 2 * sum(trainer.log.entries)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_and_a_line_per_finished_run_in_a_log():
+    """Steps arrive from the workers in any order; the bar counts all steps and finished runs, the
+    log gets one line per finished run and no bar."""
+    recipes = report.suite_recipes(steps=3, data="synthetic")[:2]
+    terminal, log = _Terminal(), io.StringIO()
+    for stream in (terminal, log):
+        progress = report.SuiteProgress(recipes, stream)
+        for index, step in [(0, 1), (1, 1), (1, 2), (0, 2), (1, 3), (0, 3)]:
+            progress(index, step)
+        progress.close()
+    bar = terminal.getvalue()
+    assert "6/6" in bar and "2/2 runs" in bar and "done at" not in bar
+    assert [line.split(" done at ")[0] for line in log.getvalue().splitlines()] == [
+        "[1/2] run 2 (fp16-none)", "[2/2] run 1 (fp32)"]
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -1,0 +1,150 @@
+"""The experiment suite behind ``python -m sim``: the loss-scaling story, measured on our MLP.
+
+Nine runs ("recipes") share the network, the data, the seed and the step budget, and differ only
+in precision, loss scaling, master weights and the order of unscaling and clipping (see
+:func:`suite_recipes`). Each run is an ordinary :class:`sim.train.Trainer` run, so every row can
+be reproduced with the ``python -m sim train`` command the report prints for it (same
+``weights_sha256``). An observer (:class:`Collector`) measures what the pictures need on the way:
+where the true gradients fall on the log2 axis, the update-to-weight ratios, the updates that left
+a weight unchanged, and, on the static-scale run, the scale/unscale round trip.
+
+Outputs, in ``DIR``: ``results.json`` (per recipe: the keys of ``python -m sim train --json``,
+plus ``skip_rate_early``, ``skip_rate_late`` and the observer's measurements), ``report.md``
+(configuration, results table, claims with verdicts, figures) and the PNG figures of
+:mod:`sim.figures`. The same arguments give byte-identical ``results.json`` and ``report.md``,
+whatever the number of worker processes: nothing in them depends on time or scheduling.
+
+The package, by section:
+
+- :mod:`~sim.report.recipes`: the suite's constants, its nine runs and their commands;
+- :mod:`~sim.report.collector`: the observer of the training step;
+- :mod:`~sim.report.suite`: running one recipe, and all of them in worker processes;
+- :mod:`~sim.report.progress`: the progress bar (tqdm, on a terminal only);
+- :mod:`~sim.report.formatting`, :mod:`~sim.report.measures`: how numbers are written, and what is
+  derived from a run;
+- :mod:`~sim.report.table`, :mod:`~sim.report.claims`, :mod:`~sim.report.markdown`: the results
+  table, the claims with their verdicts, and report.md;
+- :mod:`~sim.report.writing`: results.json and the output folder;
+- here: the command line (:func:`add_arguments`, :func:`run`, :func:`main`).
+
+The figures are drawn by :mod:`sim.figures` (matplotlib, imported only when drawing).
+
+>>> [recipe.key for recipe in suite_recipes(steps=10)][:3]
+['fp32', 'fp16-none', 'fp16-static']
+>>> skip_windows(400)
+((0, 80), (200, 400))
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sim.arguments import UsageError, non_negative_int, output_dir, positive_int
+from sim.report.collector import Collector
+from sim.report.markdown import FIGURE_CAPTIONS, render_report
+from sim.report.measures import layer_entries, overall_fraction
+from sim.report.progress import SuiteProgress
+from sim.report.recipes import DEFAULT_STEPS, Recipe, skip_windows, suite_command, suite_recipes
+from sim.report.suite import run_recipe, run_suite
+from sim.report.table import format_table
+from sim.report.writing import suite_document, write_json, write_report
+
+__all__ = [
+    "DEFAULT_STEPS", "FIGURE_CAPTIONS", "Collector", "Recipe", "SuiteProgress", "add_arguments", "format_table",
+    "layer_entries", "main", "overall_fraction", "render_report", "run", "run_recipe", "run_suite", "skip_windows",
+    "suite_command", "suite_document", "suite_recipes", "write_json", "write_report",
+]
+
+DEFAULT_OUT = "sim-report"
+
+# The command lives in the package itself: run() reads run_suite, suite_document and write_report
+# from this namespace, the one callers import and tests patch.
+
+
+def add_arguments(parser: Any) -> None:
+    """The report's flags (shared with ``python -m sim report``'s subparser).
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> parser.parse_args(["--steps", "8"]).steps, parser.parse_args([]).out
+    (8, 'sim-report')
+    """
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output directory (default ./{DEFAULT_OUT})")
+    parser.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, metavar="N",
+                        help=f"steps per recipe (default {DEFAULT_STEPS})")
+    parser.add_argument("--seed", type=non_negative_int, default=0, metavar="S",
+                        help="weights and data order (default 0)")
+    parser.add_argument("--data", choices=("digits", "synthetic"), default="digits",
+                        help="digits (default) or the small synthetic set (for tests)")
+    parser.add_argument("--workers", type=positive_int, default=min(2, os.cpu_count() or 1), metavar="N",
+                        help="worker processes (default 2; results do not depend on it)")
+    parser.add_argument("--no-figures", dest="figures", action="store_false", help="skip the PNG figures")
+
+
+def run(args: Any) -> int:
+    """Run the suite for parsed ``args`` (see :func:`add_arguments`); returns the exit status.
+    The output directory is checked (made, and written to) before any training, and the files
+    appear in it only once all of them are written.
+
+    >>> import argparse, tempfile
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> with tempfile.NamedTemporaryFile() as existing:  # a file where the folder should be: refused
+    ...     run(parser.parse_args(["--out", existing.name, "--no-figures", "--data", "synthetic"]))
+    2
+    """
+    def fail(message: str) -> int:
+        print(f"python -m sim report: error: {message}", file=sys.stderr)
+        return 2
+
+    needed = [("matplotlib", "the figures")] if args.figures else []
+    needed += [("sklearn", "the digits data")] if args.data == "digits" else []
+    for module, what in needed:
+        try:
+            __import__(module)
+        except ImportError:
+            return fail(f"{what} need {module}: pip install -e '.[report]'")
+    try:
+        with output_dir("--out", args.out):
+            recipes = suite_recipes(steps=args.steps, seed=args.seed, data=args.data)
+            print(f"running {len(recipes)} recipes x {args.steps} steps on {args.data} "
+                  f"({args.workers} worker{'s' if args.workers > 1 else ''})", file=sys.stderr)
+            progress = SuiteProgress(recipes, sys.stderr)
+            began = time.perf_counter()
+            try:
+                results = run_suite(recipes, args.workers, progress)
+            finally:
+                progress.close()
+            document = suite_document(recipes, results)
+            try:
+                written = write_report(args.out, document, figures=args.figures)
+            except OSError as error:
+                raise UsageError(f"--out: cannot write {error.filename or args.out}: {error.strerror or error}; "
+                                 "nothing was written") from None
+    except UsageError as error:
+        return fail(str(error))
+    except KeyboardInterrupt:
+        print("interrupted; nothing written", file=sys.stderr)
+        return 130
+    print(format_table(document["recipes"]))
+    print(f"\nwrote {', '.join(written)} in {time.perf_counter() - began:.0f}s", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m sim report``: run the suite, write DIR/{report.md,results.json,*.png}, print
+    the table. Returns the exit status.
+
+    >>> main(["--steps", "2", "--data", "synthetic", "--out", "/dev/null", "--no-figures"])
+    2
+    """
+    import argparse
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m sim report", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

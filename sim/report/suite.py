@@ -1,0 +1,123 @@
+"""Running the suite: one recipe in a :class:`~sim.train.Trainer` with the report's observer, and
+all of them in worker processes, with their progress sent back to the parent.
+
+Each run is an ordinary ``python -m sim train`` run plus observers that change nothing in
+training, so its row can be reproduced with the command the report prints (same weights_sha256).
+Runs are independent and deterministic: results do not depend on the number of workers.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import multiprocessing
+import queue as queue_module
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sim.report.collector import Collector
+from sim.report.recipes import Recipe, evaluation_interval, skip_windows
+from sim.train import Trainer
+
+__all__ = ["run_recipe", "run_suite"]
+
+
+def run_recipe(recipe: Recipe, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Run one recipe; returns its results.json entry (the train --json keys, the skip rates,
+    and the observer's measurements under ``diagnostics``)."""
+    trainer = Trainer(recipe.config)
+    collector = Collector(len(trainer.model.layer_names), recipe.probe_round_trip)
+    trainer.observers.append(collector)
+    every = evaluation_interval(recipe.config.steps)
+    curve: dict[str, list[Any]] = {"step": [], "accuracy": [], "loss": []}
+
+    def after_step(record: Any) -> None:
+        done = record.step + 1
+        if done % every == 0:  # a forward pass on the test split: it changes nothing in training
+            loss, accuracy = trainer.evaluate(trainer.data.x_test, trainer.data.y_test)
+            curve["step"].append(done)
+            curve["accuracy"].append(accuracy)
+            curve["loss"].append(loss if math.isfinite(loss) else None)
+        if on_step is not None:
+            on_step(done)
+
+    trainer.run(on_step=after_step)
+    summary = trainer.summary()  # wall_seconds stays None: results.json must not depend on timing
+    early, late = skip_windows(trainer.step)
+    skipped = set(summary["skipped_steps"])
+    return {
+        "label": recipe.label,
+        "title": recipe.title,
+        "purpose": recipe.purpose,
+        "command": recipe.command(),
+        **summary,
+        "skip_rate_early": _rate(skipped, early),
+        "skip_rate_late": _rate(skipped, late),
+        "diagnostics": {**collector.result(), "test_examples": len(trainer.data.y_test), "test_curve": curve},
+    }
+
+
+def _rate(skipped: set[int], window: tuple[int, int]) -> float:
+    """The share of the steps of ``window`` that were skipped."""
+    start, stop = window
+    return sum(start <= s < stop for s in skipped) / (stop - start) if stop > start else 0.0
+
+
+# A worker's end of the progress queue. The pool's initializer sets it: a multiprocessing Queue
+# can be handed to a process when it starts, not pickled into each task.
+_worker_queue: Any = None
+
+
+def _start_worker(progress: Any) -> None:
+    global _worker_queue
+    _worker_queue = progress
+    import numba  # one thread per worker: the workers already share the cores
+
+    numba.set_num_threads(1)
+
+
+def _run_in_worker(index: int, recipe: Recipe) -> dict[str, Any]:
+    def report(step: int) -> None:
+        _worker_queue.put((index, step))
+
+    return run_recipe(recipe, report)
+
+
+def run_suite(
+    recipes: Sequence[Recipe], workers: int = 1, on_progress: Callable[[int, int], None] | None = None
+) -> list[dict[str, Any]]:
+    """Run the recipes (in ``workers`` processes when > 1) and return their results in recipe
+    order. ``on_progress(recipe index, steps done)`` is called as steps finish, in this process
+    (workers send their steps back through a queue). Runs are independent and deterministic, so
+    the results do not depend on ``workers``.
+
+    >>> from sim.report.recipes import suite_recipes
+    >>> seen = []
+    >>> [result] = run_suite(suite_recipes(steps=2, data="synthetic", batch_size=8)[:1],
+    ...                      on_progress=lambda index, step: seen.append((index, step)))
+    >>> result["label"], result["steps"], seen
+    ('1', 2, [(0, 1), (0, 2)])
+    """
+    notify = on_progress or (lambda index, step: None)
+    if workers <= 1 or len(recipes) <= 1:
+        return [run_recipe(recipe, lambda step, i=i: notify(i, step)) for i, recipe in enumerate(recipes)]
+    context = multiprocessing.get_context("spawn")  # no fork of a process with Numba threads
+    progress = context.Queue()
+
+    def drain(block: bool) -> None:
+        while True:
+            try:
+                notify(*progress.get(timeout=0.2) if block else progress.get_nowait())
+            except queue_module.Empty:
+                return
+            block = False
+
+    with concurrent.futures.ProcessPoolExecutor(min(workers, len(recipes)), mp_context=context,
+                                                initializer=_start_worker, initargs=(progress,)) as pool:
+        futures = [pool.submit(_run_in_worker, i, recipe) for i, recipe in enumerate(recipes)]
+        pending = set(futures)
+        while pending:
+            drain(block=True)
+            pending = {f for f in pending if not f.done()}
+        results = [f.result() for f in futures]
+    drain(block=False)
+    return results

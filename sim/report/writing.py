@@ -1,0 +1,115 @@
+"""Writing a suite's outputs: the suite document (what results.json holds), its stable JSON
+layout, and the output folder (results.json, the figures, report.md), staged so that a failure
+leaves nothing half-written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from sim.report.markdown import render_report
+from sim.report.recipes import (
+    CLIP_NORM, DYNAMIC_INIT_SCALE, ROUND_TRIP_OTHER_SCALE, STATIC_SCALE, TOO_LARGE_SCALE, TOO_SMALL_SCALE, Recipe,
+    growth_interval, skip_windows, suite_command,
+)
+from sim.report.table import format_table
+from sim.train import TrainConfig
+
+__all__ = ["suite_document", "write_json", "write_report"]
+
+
+def suite_document(recipes: Sequence[Recipe], results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """results.json: how the suite was run, then one entry per recipe (keyed by recipe key).
+
+    >>> from sim.report.recipes import suite_recipes
+    >>> recipes = suite_recipes(steps=8, data="synthetic")
+    >>> document = suite_document(recipes, [{} for _ in recipes])
+    >>> document["suite"]["command"], document["suite"]["skip_window_late"], list(document["recipes"])[:2]
+    ('python -m sim report --steps 8 --data synthetic', [4, 8], ['fp32', 'fp16-none'])
+    """
+    first = recipes[0].config.resolved() if recipes else TrainConfig().resolved()
+    early, late = skip_windows(first.steps)
+    return {
+        "suite": {
+            "command": suite_command(first.steps, first.seed, first.data),
+            "steps": first.steps,
+            "seed": first.seed,
+            "data": first.data,
+            "batch_size": first.batch_size,
+            "skip_window_early": list(early),
+            "skip_window_late": list(late),
+            "constants": {
+                "clip_norm": CLIP_NORM, "static_scale": STATIC_SCALE, "dynamic_init_scale": DYNAMIC_INIT_SCALE,
+                "dynamic_growth_interval": growth_interval(first.steps), "too_large_scale": TOO_LARGE_SCALE,
+                "too_small_scale": TOO_SMALL_SCALE, "round_trip_other_scale": ROUND_TRIP_OTHER_SCALE,
+            },
+        },
+        "recipes": {recipe.key: result for recipe, result in zip(recipes, results)},
+    }
+
+
+def write_json(path: str, document: dict[str, Any]) -> None:
+    """Strict JSON in a stable, diff-friendly layout: nested dicts indented, every list and every
+    small flat dict on one line (a per-step column is one line, not five hundred).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "example.json")
+    >>> write_json(path, {"run": {"loss": [0.5, 0.25], "config": {"seed": 0}}})
+    >>> print(open(path).read(), end="")
+    {
+     "run": {
+      "loss": [0.5, 0.25],
+      "config": {"seed": 0}
+     }
+    }
+    """
+    def encode(value: Any, indent: int) -> str:
+        if isinstance(value, dict) and value and not _one_line(value):
+            inner = " " * (indent + 1)
+            items = [f"{inner}{json.dumps(k)}: {encode(v, indent + 1)}" for k, v in value.items()]
+            return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+        return json.dumps(value, allow_nan=False)
+
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        file.write(encode(document, 0) + "\n")
+    os.replace(temporary, path)
+
+
+def _one_line(value: dict[str, Any]) -> bool:
+    return len(value) <= 12 and not any(isinstance(v, (dict, list)) for v in value.values())
+
+
+def write_report(out: str, document: dict[str, Any], figures: bool = True) -> list[str]:
+    """Write results.json, the figures (unless ``figures`` is False) and report.md into ``out``;
+    returns the paths written. Everything is written into a temporary folder inside ``out`` first
+    and moved into place at the end, so a failure (a full disk, say) leaves no half-written file.
+
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp()
+    >>> [os.path.basename(path) for path in write_report(out, suite_document([], []), figures=False)]
+    ['results.json', 'report.md']
+    >>> sorted(os.listdir(out))
+    ['report.md', 'results.json']
+    """
+    os.makedirs(out, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".sim-report-", dir=out)
+    try:
+        names = ["results.json"]
+        write_json(os.path.join(staging, "results.json"), document)
+        if figures:
+            from sim.figures import make_figures
+
+            names += list(make_figures(document, staging).values())
+        with open(os.path.join(staging, "report.md"), "w", encoding="utf-8") as file:
+            file.write(render_report(document, format_table(document["recipes"])))
+        names.append("report.md")
+        for name in names:
+            os.replace(os.path.join(staging, name), os.path.join(out, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [os.path.join(out, name) for name in names]
