@@ -8,10 +8,11 @@ For each row (an operation, a format, a rounding mode and options; flags on) the
 one subprocess and the new core in another (``PYTHONPATH`` = each checkout's root, checked by the
 worker), each computing the SHA-256 of (result bits, flags) over ALL inputs of the row in the
 same order: for a 16-bit binary operation every ``a`` in blocks of 256, each against every ``b``
-(2^32 pairs); for sqrt and conversions from a 16-bit format, all 2^16 inputs. A row passes when
-the two digests are equal. Only the public API is called, so any two versions of the package can
-be compared. ``--blocks N`` runs only the first N blocks of each binary row (to estimate the cost);
-``--log`` appends one JSON line per finished row, and a rerun skips the rows already there.
+(2^32 pairs); for sqrt and conversions from a 16-bit format, all 2^16 inputs; for conversions
+from fp32, all 2^32 inputs in blocks of 2^24. A row passes when the two digests are equal. Only
+the public API is called, so any two versions of the package can be compared. ``--blocks N``
+runs only the first N blocks of each 2^32 row (to estimate the cost); ``--log`` appends one JSON
+line per finished row, and a rerun skips the rows already there.
 Exit status: 0 when every row run was identical, 1 otherwise.
 """
 from __future__ import annotations
@@ -35,7 +36,7 @@ OPTION_SETS = ({"ftz": True, "tininess": "before", "nan": "x86"}, {"daz": True, 
 
 def rows() -> list[dict]:
     """Every row, in the order they run: sqrt and 16-bit conversions (seconds), the 48 binary
-    rows, then the option rows."""
+    rows, the option rows, then conversions from all 2^32 fp32 inputs."""
     table = [{"op": "sqrt", "fmt": fmt, "rounding": mode} for fmt in ("fp16", "bf16") for mode in MODES]
     table += [{"op": "convert", "src": src, "fmt": dst, "rounding": mode}
               for src, dst in (("fp16", "bf16"), ("bf16", "fp16"), ("fp16", "fp32"), ("bf16", "fp32"))
@@ -44,6 +45,8 @@ def rows() -> list[dict]:
               for op in ("add", "sub", "mul", "div") for fmt in ("fp16", "bf16") for mode in MODES]
     for options in OPTION_SETS:
         table += [{"op": op, "fmt": "fp16", "rounding": "rne", **options} for op in ("add", "mul", "div")]
+    table += [{"op": "convert", "src": "fp32", "fmt": dst, "rounding": mode}
+              for dst in ("fp16", "bf16") for mode in MODES]
     return table
 
 
@@ -87,6 +90,14 @@ def digest_row(row: dict, blocks: int | None = None) -> dict:
             digest.update(bits)
             digest.update(flags)
             count += a.size
+    elif row.get("src") == "fp32":
+        count = 0
+        for first in range(0, 1 << 32, 1 << 24)[:blocks]:
+            bits, flags = sf.convert(np.arange(first, first + (1 << 24), dtype=np.uint32), src=row["src"], dst=fmt,
+                                     flags=True, **options)
+            digest.update(bits)
+            digest.update(flags)
+            count += bits.size
     else:
         if row["op"] == "sqrt":
             bits, flags = fmt.sqrt(every, flags=True, **options)
@@ -152,7 +163,7 @@ def main(argv=None) -> int:
                         help="root of the new checkout (default: this repository)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes at a time")
     parser.add_argument("--only", action="append", help="run the rows whose name contains this (repeatable)")
-    parser.add_argument("--blocks", type=int, help="only the first N blocks of 256 a-values of binary rows")
+    parser.add_argument("--blocks", type=int, help="only the first N blocks of each 2^32 row")
     parser.add_argument("--log", help="append finished rows here (JSON lines); a rerun skips them")
     parser.add_argument("--list", action="store_true", help="print the rows and exit")
     parser.add_argument("--worker", help=argparse.SUPPRESS)

@@ -93,7 +93,7 @@ def _value_text(bits: int, fmt: Format) -> str:
     if d.kind == "zero":
         return "-0.0" if d.sign else "0.0"
     if d.kind.endswith("nan"):
-        payload = d.fraction & ((1 << (fmt.fraction_bits - 1)) - 1)
+        payload = d.fraction & (fmt.quiet_bit - 1)
         return f"{'-' if d.sign else '+'}{d.kind[0]}NaN (payload {payload:#x})"
     return short_value(d.value)
 
@@ -147,7 +147,7 @@ def explain(bits: int, fmt: Format) -> str:
     ulp = Fraction(2) ** scale
     lines.append(f"  ulp       {exact_decimal(ulp)} = {_power_of_two(ulp)}")
     # neighbours on the ordered line (keys: signed magnitudes); nextUp(-min subnormal) is -0
-    key = -(bits & (fmt.sign_mask - 1)) if d.sign else bits
+    key = -(bits & fmt.magnitude_mask) if d.sign else bits
     up = 1 if key == 0 else (key + 1 if key + 1 != 0 else fmt.sign_mask)
     down = fmt.sign_mask | 1 if key == 0 else key - 1
     for name, neighbour in (("next up  ", up), ("next down", down)):
@@ -233,7 +233,7 @@ def _run_op(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     exact = _exact_text(args.op, [describe(b, fmt).value for b in operands])
     if exact:
         print(f"  exact   {exact}")
-    from .ops import Flag
+    from .flags import Flag
     set_flags = [f.name for f in sorted(Flag, key=lambda f: -f.value) if int(flags) & f.value]  # IEEE order
     print(f"  flags   {' '.join(set_flags) if set_flags else '(none)'}")
     return 0

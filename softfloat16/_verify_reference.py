@@ -20,8 +20,9 @@ round-pack routine). Three ways to the correctly rounded result:
    value (rounding is monotone and a nonzero sum never rounds to 0). Division and sqrt become
    sign(a - t*b) and sign(a - t*t) with exact t*b and t*t. From the signs at the two bracketing
    values and at their midpoint, each rounding mode is a choice between the two neighbours.
-3. ``round_fraction`` / ``round_sqrt``: ``fractions.Fraction`` exact rounding: the fallback for
-   any element where (2) cannot prove its bracket, and the oracle the tests hold (1) and (2) to.
+3. ``softfloat16.exact`` (``round_fraction`` / ``round_sqrt``): ``fractions.Fraction`` exact
+   rounding, the fallback for any element where (2) cannot prove its bracket, and the oracle the
+   tests hold (1) and (2) to.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from fractions import Fraction
 import numpy as np
 from numba import njit
 
+from .exact import round_fraction, round_sqrt
 from .formats import Format, format as parse_format
 
 MODES = ("rne", "rna", "rtz", "rup", "rdn", "rod")
@@ -43,74 +45,7 @@ ADD, SUB, MUL, DIV, FMA, SQRT, CONVERT = range(7)
 RNE, RNA, RTZ, RUP, RDN, ROD = range(6)
 
 
-# --- exact rational rounding (the slow, obviously-correct oracle) ------------------------------
-
-def round_fraction(x: Fraction, fmt: Format, mode: str, negative_zero: bool = False) -> int:
-    """Bits of the exact rational ``x`` rounded to ``fmt`` in ``mode``; ``negative_zero`` gives
-    the sign of an exact zero.
-
-    >>> import softfloat16 as sf
-    >>> hex(round_fraction(Fraction(65520), sf.fp16, "rne")), hex(round_fraction(Fraction(65520), sf.fp16, "rtz"))
-    ('0x7c00', '0x7bff')
-    """
-    sign_bit = fmt.sign_mask
-    if x == 0:
-        return sign_bit if negative_zero else 0
-    negative = x < 0
-    magnitude = -x if negative else x
-    p = fmt.precision
-    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
-    if Fraction(2) ** exponent > magnitude:  # now 2^exponent <= magnitude < 2^(exponent+1)
-        exponent -= 1
-    exponent = max(exponent, fmt.emin)
-    scaled = magnitude / Fraction(2) ** (exponent - p + 1)  # the significand in ulps
-    whole = scaled.numerator // scaled.denominator
-    rest = scaled - whole
-    half = Fraction(1, 2)
-    if mode == "rne":
-        up = rest > half or (rest == half and whole % 2 == 1)
-    elif mode == "rna":
-        up = rest >= half
-    elif mode == "rtz":
-        up = False
-    elif mode == "rup":
-        up = rest > 0 and not negative
-    elif mode == "rdn":
-        up = rest > 0 and negative
-    elif mode == "rod":
-        up = rest > 0 and whole % 2 == 0
-    else:
-        raise ValueError(f"rounding: unknown mode {mode!r}; accepted: {', '.join(MODES)}")
-    whole += up
-    if whole == 1 << p:  # carried into the next binade
-        whole, exponent = whole >> 1, exponent + 1
-    sign = sign_bit if negative else 0
-    if exponent > fmt.emax:  # overflow: inf or max finite, by mode and sign
-        to_inf = mode in ("rne", "rna") or (mode == "rup" and not negative) or (mode == "rdn" and negative)
-        return sign | (fmt.inf if to_inf else fmt.max_finite)
-    if whole >> (p - 1):  # normal
-        return sign | ((exponent + fmt.bias) << fmt.fraction_bits) | (whole - (1 << (p - 1)))
-    return sign | whole  # subnormal (exponent == emin), or a zero of x's sign
-
-
-def round_sqrt(v: Fraction, fmt: Format, mode: str) -> int:
-    """Bits of sqrt(v) rounded to ``fmt`` (v >= 0 dyadic), via an integer square root whose last
-    bit is far below every rounding boundary, so it can stand in for the irrational rest.
-
-    >>> import softfloat16 as sf
-    >>> hex(round_sqrt(Fraction(2), sf.fp16, "rtz")), hex(round_sqrt(Fraction(2), sf.fp16, "rup"))
-    ('0x3da8', '0x3da9')
-    """
-    if v == 0:
-        return 0
-    k = 2 * (fmt.bias + fmt.fraction_bits + 8)
-    scaled = v * Fraction(4) ** k
-    root = math.isqrt(scaled.numerator // scaled.denominator)
-    exact = Fraction(root) ** 2 == scaled
-    # sqrt(v) lies in [root, root + 1) / 2^k; an inexact one is replaced by that interval's middle
-    value = Fraction(2 * root + (0 if exact else 1), 2) / Fraction(2) ** k
-    return round_fraction(value, fmt, mode)
-
+# --- exact rational results (rounded by softfloat16.exact) -----------------------------------------
 
 def exact_fraction(op: str, operands: list[float]) -> Fraction:
     """The exact rational result of a rational op on float operand values."""
@@ -141,8 +76,7 @@ def value_table(fmt: Format) -> np.ndarray:
             return bits.astype(np.uint16).view(np.float16).astype(np.float64)
         if fmt.name == "bf16":  # a bf16 is the top half of an fp32
             return (bits << 16).view(np.float32).astype(np.float64)
-    from .compare import describe
-    return np.array([float(describe(int(b), fmt).value) for b in bits])
+    return np.array([float(fmt.value(int(b))) for b in bits])
 
 
 def values(bits: np.ndarray, fmt: Format) -> np.ndarray:
@@ -318,17 +252,16 @@ def exact_round(fmt: Format, op: str, mode: str, v: list[np.ndarray]) -> tuple[n
     v0, v1, v2 = (v + [v[0], v[0]])[:3]
     out = np.empty(v0.size, dtype=np.int64)
     undecided = np.zeros(v0.size, dtype=np.bool_)
-    quiet = 1 << (fmt.fraction_bits - 1)
     _exact_loop(_OP_CODE[op])(
         MODES.index(mode), v0, v1, v2, line(fmt), fmt.inf, fmt.fraction_bits, fmt.bias, fmt.emin,
-        fmt.emax, fmt.sign_mask, fmt.inf | quiet, out, undecided)
+        fmt.emax, fmt.sign_mask, fmt.default_nan, out, undecided)
     settle = np.flatnonzero(undecided)
     for i in settle:  # rare: settle with exact rationals
         args = [float(x[i]) for x in (v0, v1, v2)]
         if op == "sqrt":
-            out[i] = round_sqrt(Fraction(args[0]), fmt, mode)
+            out[i] = round_sqrt(Fraction(args[0]), fmt, mode)[0]
         else:
-            out[i] = round_fraction(exact_fraction(op, args), fmt, mode)
+            out[i] = round_fraction(exact_fraction(op, args), fmt, mode)[0]
     return out.astype(fmt.dtype), int(settle.size)
 
 
@@ -352,10 +285,10 @@ def hardware_rne(fmt: Format, op: str, bits: list[np.ndarray]) -> np.ndarray:
         if fmt.name == "bf16" and op == "mul":
             product = value_table(fmt)[bits[0]] * value_table(fmt)[bits[1]]  # exact in float64
             result = _bf16_from_float32(product.astype(np.float32))  # exact when >= 2^-126
-            tiny = np.flatnonzero(np.abs(product) < 2.0**-126)
+            tiny = np.flatnonzero(np.abs(product) < 2.0**fmt.emin)
             # below 2^-126 every bf16 is a multiple of 2^-133: round that integer count once
-            count = np.rint(np.abs(product[tiny]) * 2.0**133).astype(np.uint16)
-            result[tiny] = count | np.where(np.signbit(product[tiny]), 0x8000, 0).astype(np.uint16)
+            count = np.rint(np.abs(product[tiny]) * 2.0**-fmt.min_subnormal_exponent).astype(np.uint16)
+            result[tiny] = count | np.where(np.signbit(product[tiny]), fmt.sign_mask, 0).astype(np.uint16)
             return result
         table = _float32_table(fmt)
         x = [table[b] for b in bits]
@@ -388,7 +321,7 @@ def hardware_convert(src: Format, dst: Format, bits: np.ndarray) -> np.ndarray:
         else:
             raise ValueError(f"no hardware conversion to {dst.name}")
     nan = np.flatnonzero(np.isnan(x))
-    out[nan] |= out.dtype.type(1 << (dst.fraction_bits - 1))  # numpy keeps signaling NaNs
+    out[nan] |= out.dtype.type(dst.quiet_bit)  # numpy keeps signaling NaNs
     return out
 
 
@@ -398,19 +331,18 @@ def ieee_nan_bits(fmt: Format, operands: list[np.ndarray], src: Format | str | N
     """The "ieee" profile's NaN result for NaN-producing elements: the first NaN operand quieted
     (payload kept; conversions keep the top payload bits), else the default NaN."""
     src = parse_format(src) if src is not None else None
-    quiet = 1 << (fmt.fraction_bits - 1)
     in_fmt = src or fmt
-    result = np.full(np.shape(operands[0]), fmt.inf | quiet, dtype=np.int64)
+    result = np.full(np.shape(operands[0]), fmt.default_nan, dtype=np.int64)
     for b in reversed(operands):
         b = np.asarray(b).astype(np.int64)
-        is_nan = (b & (in_fmt.sign_mask - 1)) > in_fmt.inf
+        is_nan = in_fmt.is_nan(b)
         if src is not None:
             shift = src.fraction_bits - fmt.fraction_bits
-            payload = b & ((1 << src.fraction_bits) - 1)
+            payload = b & src.fraction_mask
             payload = payload >> shift if shift >= 0 else payload << -shift
-            nan = np.where(b & src.sign_mask, fmt.sign_mask, 0) | fmt.inf | quiet | payload
+            nan = np.where(b & src.sign_mask, fmt.sign_mask, 0) | fmt.default_nan | payload
         else:
-            nan = b | quiet
+            nan = b | fmt.quiet_bit
         result = np.where(is_nan, nan, result)
     return result.astype(fmt.dtype)
 

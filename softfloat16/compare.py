@@ -86,12 +86,8 @@ def ordered_key(bits, fmt: Format | str) -> np.ndarray:
     """
     fmt = _fmt(fmt)
     b = to_bits(bits, fmt, "bits")
-    magnitude = b & (fmt.sign_mask - 1)
+    magnitude = b & fmt.magnitude_mask
     return np.where(b & fmt.sign_mask, -magnitude, magnitude)
-
-
-def _is_nan(b: np.ndarray, fmt: Format) -> np.ndarray:
-    return (b & (fmt.sign_mask - 1)) > fmt.inf
 
 
 def ulp_distance(a, b, fmt: Format | str):
@@ -107,7 +103,7 @@ def ulp_distance(a, b, fmt: Format | str):
     fmt = _fmt(fmt)
     a_bits, b_bits = to_bits(a, fmt, "a"), to_bits(b, fmt, "b")
     distance = np.abs(ordered_key(a_bits, fmt) - ordered_key(b_bits, fmt))
-    distance = np.where(_is_nan(a_bits, fmt) | _is_nan(b_bits, fmt), NAN_DISTANCE, distance)
+    distance = np.where(fmt.is_nan(a_bits) | fmt.is_nan(b_bits), NAN_DISTANCE, distance)
     return distance[()] if distance.ndim == 0 else distance
 
 
@@ -119,16 +115,12 @@ def classify(bits: int, fmt: Format | str) -> str:
     ['zero', 'subnormal', 'normal', 'inf', 'qnan', 'snan']
     """
     fmt = _fmt(fmt)
-    bits = int(as_bits(bits, fmt, "bits"))
-    exponent = (bits >> fmt.fraction_bits) & ((1 << fmt.exponent_bits) - 1)
-    fraction = bits & ((1 << fmt.fraction_bits) - 1)
-    if exponent == 0:
-        return "zero" if fraction == 0 else "subnormal"
-    if exponent < (1 << fmt.exponent_bits) - 1:
-        return "normal"
-    if fraction == 0:
-        return "inf"
-    return "qnan" if fraction >> (fmt.fraction_bits - 1) else "snan"
+    bits = int(as_bits(bits, fmt, "bits"))  # one pattern: int() refuses an array of several
+    for kind, test in (("zero", fmt.is_zero), ("subnormal", fmt.is_subnormal), ("normal", fmt.is_normal),
+                       ("inf", fmt.is_inf), ("snan", fmt.is_signaling)):
+        if test(bits):
+            return kind
+    return "qnan"
 
 
 def exact_decimal(value: Fraction) -> str:
@@ -201,20 +193,8 @@ def describe(bits: int, fmt: Format | str) -> Description:
     """
     fmt = _fmt(fmt)
     bits = int(to_bits(bits, fmt, "bits"))
-    sign = bits >> (fmt.width - 1)
-    exponent = (bits >> fmt.fraction_bits) & ((1 << fmt.exponent_bits) - 1)
-    fraction = bits & ((1 << fmt.fraction_bits) - 1)
-    kind = classify(bits, fmt)
-    value: Fraction | float
-    if kind == "inf":
-        value = float("-inf") if sign else float("inf")
-    elif kind.endswith("nan"):
-        value = float("nan")
-    else:
-        significand = fraction if exponent == 0 else fraction | (1 << fmt.fraction_bits)
-        scale = max(exponent, 1) - fmt.bias - fmt.fraction_bits
-        value = Fraction(significand) * Fraction(2) ** scale * (-1 if sign else 1)
-    return Description(fmt, bits, sign, exponent, fraction, kind, value)
+    sign, exponent, fraction = (int(x) for x in fmt.fields(bits))
+    return Description(fmt, bits, sign, exponent, fraction, classify(bits, fmt), fmt.value(bits))
 
 
 def mismatch_mask(actual, expected, fmt: Format | str, nan: str = "class", ulp: int | None = None) -> np.ndarray:
@@ -230,12 +210,12 @@ def mismatch_mask(actual, expected, fmt: Format | str, nan: str = "class", ulp: 
     if nan not in NAN_MODES:
         raise ValueError(f"nan: unknown NaN comparison {nan!r}; accepted: {', '.join(NAN_MODES)}")
     a, e = np.broadcast_arrays(to_bits(actual, fmt, "actual"), to_bits(expected, fmt, "expected"))
-    a_nan, e_nan = _is_nan(a, fmt), _is_nan(e, fmt)
+    a_nan, e_nan = fmt.is_nan(a), fmt.is_nan(e)
     if ulp is None:
         differ = a != e
     else:
         differ = np.abs(ordered_key(a, fmt) - ordered_key(e, fmt)) > ulp
-    quiet = 1 << (fmt.fraction_bits - 1)
+    quiet = fmt.quiet_bit
     if nan == "any":
         nan_differ = np.zeros_like(differ)
     elif nan == "class":

@@ -2,6 +2,9 @@
 
 All formats share the IEEE 754 encoding (biased exponent, implicit leading bit, all-ones exponent
 for inf/NaN, quiet bit = top fraction bit), so one set of generic kernels serves every one of them.
+Here: the widths, the special patterns and exponents, and the classification of bit patterns. The
+arithmetic methods (``fp16.add`` ...) are attached by ``softfloat16.format_methods``: this module
+imports nothing of the arithmetic, so everything can import it.
 """
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ class Format:
     float_dtype_name: str | None = None   # numpy/ml_dtypes float dtype holding these bits
     aliases: tuple[str, ...] = field(default=())
 
+    # --- widths and exponents ---------------------------------------------------------------
+
     @property
     def bias(self) -> int:
         return (1 << (self.exponent_bits - 1)) - 1
@@ -42,19 +47,42 @@ class Format:
 
     @property
     def emin(self) -> int:
+        """log2 of the smallest positive normal value (fp16: -14)."""
         return 1 - self.bias
 
     @property
     def emax(self) -> int:
+        """The exponent of the largest finite value: 2**emax <= max finite < 2**(emax + 1) (fp16: 15)."""
         return self.bias
+
+    @property
+    def min_subnormal_exponent(self) -> int:
+        """log2 of the smallest positive subnormal value (fp16: -24, bf16: -133, fp32: -149).
+
+        >>> from softfloat16 import fp16, fp32
+        >>> fp16.min_subnormal_exponent, fp32.min_subnormal_exponent
+        (-24, -149)
+        """
+        return self.emin - self.fraction_bits
+
+    # --- bit patterns and masks -------------------------------------------------------------
 
     @property
     def sign_mask(self) -> int:
         return 1 << (self.width - 1)
 
     @property
+    def magnitude_mask(self) -> int:
+        """Every bit but the sign: ``bits & magnitude_mask`` is the pattern of ``abs``."""
+        return self.sign_mask - 1
+
+    @property
+    def fraction_mask(self) -> int:
+        return (1 << self.fraction_bits) - 1
+
+    @property
     def inf(self) -> int:
-        """Bits of +inf."""
+        """Bits of +inf (also the mask of the exponent field)."""
         return ((1 << self.exponent_bits) - 1) << self.fraction_bits
 
     @property
@@ -67,6 +95,113 @@ class Format:
         """Bits of the smallest positive normal value."""
         return 1 << self.fraction_bits
 
+    @property
+    def min_subnormal(self) -> int:
+        """Bits of the smallest positive subnormal value."""
+        return 1
+
+    @property
+    def one(self) -> int:
+        """Bits of 1.0."""
+        return self.bias << self.fraction_bits
+
+    @property
+    def quiet_bit(self) -> int:
+        """The top fraction bit: set in a quiet NaN, clear in a signaling one."""
+        return 1 << (self.fraction_bits - 1)
+
+    @property
+    def default_nan(self) -> int:
+        """Bits of the IEEE default NaN: +qNaN with only the quiet bit set (fp16 0x7e00).
+
+        >>> from softfloat16 import fp16, bf16, fp32
+        >>> [hex(f.default_nan) for f in (fp16, bf16, fp32)]
+        ['0x7e00', '0x7fc0', '0x7fc00000']
+        """
+        return self.inf | self.quiet_bit
+
+    # --- classification of bit patterns (vectorised) ----------------------------------------
+
+    def fields(self, bits) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sign, biased exponent field and fraction field of bit patterns (arrays of ``dtype``).
+
+        >>> from softfloat16 import fp16
+        >>> [int(x) for x in fp16.fields(0xBC01)]
+        [1, 15, 1]
+        """
+        b = as_bits(bits, self, "bits")
+        return b >> (self.width - 1), (b & self.inf) >> self.fraction_bits, b & self.fraction_mask
+
+    def _classify(self, bits, test) -> np.ndarray:
+        """``test`` applied to the magnitudes (sign cleared) of bit patterns; numpy bools for scalars."""
+        result = test(as_bits(bits, self, "bits") & self.magnitude_mask)
+        return result[()] if result.ndim == 0 else result
+
+    def is_nan(self, bits) -> np.ndarray:
+        """True where the pattern is a NaN (quiet or signaling).
+
+        >>> import numpy as np, softfloat16 as sf
+        >>> sf.fp16.is_nan(np.array([0x7C00, 0x7C01, 0xFE00, 0x3C00])).tolist()
+        [False, True, True, False]
+        """
+        return self._classify(bits, lambda m: m > self.inf)
+
+    def is_inf(self, bits) -> np.ndarray:
+        """True where the pattern is +inf or -inf.
+
+        >>> import softfloat16 as sf
+        >>> bool(sf.fp16.is_inf(0xFC00)), bool(sf.fp16.is_inf(0x7BFF))
+        (True, False)
+        """
+        return self._classify(bits, lambda m: m == self.inf)
+
+    def is_zero(self, bits) -> np.ndarray:
+        """True where the pattern is +0 or -0.
+
+        >>> import softfloat16 as sf
+        >>> sf.fp16.is_zero([0x0000, 0x8000, 0x0001]).tolist()
+        [True, True, False]
+        """
+        return self._classify(bits, lambda m: m == 0)
+
+    def is_subnormal(self, bits) -> np.ndarray:
+        """True where the pattern is a nonzero subnormal.
+
+        >>> import softfloat16 as sf
+        >>> sf.fp16.is_subnormal([0x0000, 0x8001, 0x03FF, 0x0400]).tolist()
+        [False, True, True, False]
+        """
+        return self._classify(bits, lambda m: (m != 0) & (m < self.min_normal))
+
+    def is_normal(self, bits) -> np.ndarray:
+        """True where the pattern is a normal number (finite, nonzero, not subnormal).
+
+        >>> import softfloat16 as sf
+        >>> sf.fp16.is_normal([0x03FF, 0x0400, 0xFBFF, 0x7C00]).tolist()
+        [False, True, True, False]
+        """
+        return self._classify(bits, lambda m: (m >= self.min_normal) & (m < self.inf))
+
+    def is_finite(self, bits) -> np.ndarray:
+        """True where the pattern is neither an infinity nor a NaN.
+
+        >>> import softfloat16 as sf
+        >>> sf.bf16.is_finite([0x7F7F, 0xFF80, 0x7FC0, 0x8000]).tolist()
+        [True, False, False, True]
+        """
+        return self._classify(bits, lambda m: m < self.inf)
+
+    def is_signaling(self, bits) -> np.ndarray:
+        """True where the pattern is a signaling NaN (quiet bit clear).
+
+        >>> import softfloat16 as sf
+        >>> sf.fp16.is_signaling([0x7C01, 0x7E01, 0x7C00]).tolist()
+        [True, False, False]
+        """
+        return self._classify(bits, lambda m: (m > self.inf) & ((m & self.quiet_bit) == 0))
+
+    # --- values -------------------------------------------------------------------------------
+
     def value(self, bits: int) -> Fraction | float:
         """Exact value of one bit pattern: a Fraction, or a float for inf/NaN.
 
@@ -74,131 +209,17 @@ class Format:
         >>> fp16.value(0x0001)
         Fraction(1, 16777216)
         """
-        bits = int(as_bits(bits, self, "bits"))
-        sign = -1 if bits & self.sign_mask else 1
-        field_ = (bits >> self.fraction_bits) & ((1 << self.exponent_bits) - 1)
-        frac = bits & ((1 << self.fraction_bits) - 1)
-        if field_ == (1 << self.exponent_bits) - 1:
+        sign_bit, field_, frac = (int(x) for x in self.fields(int(as_bits(bits, self, "bits"))))
+        sign = -1 if sign_bit else 1
+        if field_ == self.inf >> self.fraction_bits:
             return sign * float("inf") if frac == 0 else float("nan")
         if field_ == 0:
-            return sign * Fraction(frac) * Fraction(2) ** (self.emin - self.fraction_bits)
+            return sign * Fraction(frac) * Fraction(2) ** self.min_subnormal_exponent
         significand = Fraction(frac | (1 << self.fraction_bits))
         return sign * significand * Fraction(2) ** (field_ - self.bias - self.fraction_bits)
 
     def __repr__(self) -> str:
         return f"Format({self.name!r}: 1-{self.exponent_bits}-{self.fraction_bits}, bias {self.bias})"
-
-    # Arithmetic: thin wrappers over softfloat16.ops so that `sf.fp16.add(a, b)` reads naturally.
-    def add(self, a, b, **options):
-        """Correctly rounded a + b on bit patterns.
-
-        >>> import softfloat16 as sf
-        >>> hex(sf.fp16.add(0x3C00, 0x3C00))   # 1 + 1
-        '0x4000'
-        """
-        from . import ops
-        return ops.binary("add", self, a, b, **options)
-
-    def sub(self, a, b, **options):
-        """Correctly rounded a - b.
-
-        >>> import softfloat16 as sf
-        >>> hex(sf.fp16.sub(0x3C00, 0x3C00))   # 1 - 1 = +0
-        '0x0'
-        """
-        from . import ops
-        return ops.binary("sub", self, a, b, **options)
-
-    def mul(self, a, b, **options):
-        """Correctly rounded a * b.
-
-        >>> import softfloat16 as sf
-        >>> hex(sf.fp16.mul(0x4000, 0xC200))   # 2 * -3
-        '0xc600'
-        """
-        from . import ops
-        return ops.binary("mul", self, a, b, **options)
-
-    def div(self, a, b, **options):
-        """Correctly rounded a / b.
-
-        >>> import softfloat16 as sf
-        >>> r, fl = sf.fp16.div(0x3C00, 0x0000, flags=True)   # 1 / 0
-        >>> hex(r), sf.Flag(fl)
-        ('0x7c00', <Flag.DIVIDE_BY_ZERO: 8>)
-        """
-        from . import ops
-        return ops.binary("div", self, a, b, **options)
-
-    def fma(self, a, b, c, **options):
-        """a * b + c with a single rounding.
-
-        >>> import softfloat16 as sf
-        >>> hex(sf.fp16.fma(0x3C01, 0x3C01, 0xBC02))   # (1+2^-10)^2 - (1+2^-9) = 2^-20, exact
-        '0x10'
-        """
-        from . import ops
-        return ops.ternary("fma", self, a, b, c, **options)
-
-    def sqrt(self, a, **options):
-        """Correctly rounded square root.
-
-        >>> import softfloat16 as sf
-        >>> hex(sf.fp16.sqrt(0x4400))   # sqrt(4)
-        '0x4000'
-        """
-        from . import ops
-        return ops.unary("sqrt", self, a, **options)
-
-    def eq(self, a, b, **options):
-        """IEEE quiet equality (NaN != NaN, +0 == -0) -> bool array.
-
-        >>> import softfloat16 as sf
-        >>> bool(sf.fp16.eq(0x0000, 0x8000))
-        True
-        """
-        from . import ops
-        return ops.compare("eq", self, a, b, **options)
-
-    def lt(self, a, b, **options):
-        """IEEE quiet a < b -> bool array (False when either is NaN).
-
-        >>> import softfloat16 as sf
-        >>> bool(sf.fp16.lt(0xBC00, 0x3C00))
-        True
-        """
-        from . import ops
-        return ops.compare("lt", self, a, b, **options)
-
-    def le(self, a, b, **options):
-        """IEEE quiet a <= b -> bool array (False when either is NaN).
-
-        >>> import softfloat16 as sf
-        >>> bool(sf.fp16.le(0x7E00, 0x7E00))
-        False
-        """
-        from . import ops
-        return ops.compare("le", self, a, b, **options)
-
-    def from_float(self, x, **options):
-        """Round float64/float32/float16/integer values into this format, directly from their exact value.
-
-        >>> import softfloat16 as sf
-        >>> hex(sf.fp16.from_float(0.1))
-        '0x2e66'
-        """
-        from . import ops
-        return ops.from_float(self, x, **options)
-
-    def to_float(self, bits, **options):
-        """Exact float64 values of bit patterns.
-
-        >>> import softfloat16 as sf
-        >>> float(sf.fp16.to_float(0x3555))
-        0.333251953125
-        """
-        from . import ops
-        return ops.to_float(self, bits, **options)
 
 
 fp16 = Format("fp16", 5, 10, np.uint16, "float16", ("float16", "half", "binary16"))

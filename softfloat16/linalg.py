@@ -18,7 +18,6 @@ import numpy as np
 
 from ._kernels import matmul as kernels
 from ._kernels.loops import FAST_MAX_FRACTION_BITS
-from ._kernels import tensorcore as tensorcore_kernels
 from .formats import Format, fp32
 from .formats import format as parse_format
 from .ops import as_bits
@@ -26,12 +25,7 @@ from .rounding import parse_rounding
 
 __all__ = ["ORDERS", "TENSOR_CORES", "TensorCore", "matmul"]
 
-ORDERS = ("sequential", "pairwise", "tensorcore")
-# (serial kernel, row-parallel kernel); both give the same bits.
-_KERNELS = {
-    "sequential": (kernels.matmul_sequential, kernels.matmul_sequential_parallel),
-    "pairwise": (kernels.matmul_pairwise, kernels.matmul_pairwise_parallel),
-}
+ORDERS = kernels.ROWS._fields  # ("sequential", "pairwise", "tensorcore"): one row kernel each
 # Products with fewer multiply-adds than this run on one thread: starting threads costs more.
 PARALLEL_MIN_MACS = 1 << 20
 
@@ -192,12 +186,9 @@ def matmul(
     # uint32 in and out for every format: one compiled signature per kernel, not one per dtype.
     unpacked_a = kernels.unpack_matrix(np.ascontiguousarray(a_bits, dtype=np.uint32), ebits, fbits)
     unpacked_bt = kernels.unpack_matrix(np.ascontiguousarray(b_bits.T, dtype=np.uint32), ebits, fbits)
+    params = formats
     if order == "tensorcore":
         core = _tensor_core(tensor_core)
-        kernel = (tensorcore_kernels.matmul_tensorcore_parallel if use_parallel
-                  else tensorcore_kernels.matmul_tensorcore)
-        kernel(unpacked_a, unpacked_bt, out, core.products_per_block, core.fraction_bits, *formats)
-    else:
-        serial, parallel = _KERNELS[order]
-        (parallel if use_parallel else serial)(unpacked_a, unpacked_bt, out, *formats)
+        params = (int(core.products_per_block), int(core.fraction_bits)) + formats
+    kernels.MATMUL[order][use_parallel](unpacked_a, unpacked_bt, out, *params)
     return out.astype(out_format.dtype, copy=False)

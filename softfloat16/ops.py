@@ -1,32 +1,15 @@
 """Vectorised entry points: validate arguments, broadcast, call a Numba loop, shape the result."""
 from __future__ import annotations
 
-import enum
 import functools
 
 import numpy as np
 
 from ._kernels import loops
+from .flags import Flag  # noqa: F401  (defined apart so that softfloat16.exact shares it)
 from .formats import Format, as_bits, format as parse_format
 from .profiles import parse_profile, parse_tininess
 from .rounding import Rounding, parse_rounding
-
-
-class Flag(enum.IntFlag):
-    """IEEE 754 exception flags, one bit each (the values Berkeley SoftFloat uses)."""
-
-    INEXACT = 1
-    UNDERFLOW = 2
-    OVERFLOW = 4
-    DIVIDE_BY_ZERO = 8
-    INVALID = 16
-
-    @classmethod
-    def _missing_(cls, value):
-        # Accept the numpy integers our flag arrays hold: sf.Flag(fl[i]) should just work.
-        if isinstance(value, np.integer):
-            return cls(int(value))
-        return super()._missing_(value)
 
 
 _UNARY = ("sqrt",)
@@ -37,16 +20,22 @@ _FLOAT64 = (11, 52)
 
 
 def _config(fmt: Format, rounding="rne", ftz=False, daz=False, nan="ieee", tininess="after",
-            src: tuple[int, int] = (0, 0)) -> tuple:
-    """The kernels' cfg tuple (see softfloat16._kernels.core), after validating every option."""
+            src: tuple[int, int] = (0, 0)) -> loops.Options:
+    """The kernels' options record (softfloat16._kernels.core.Options), after validating every option.
+
+    >>> _config(parse_format("fp16"), rounding="rtz", nan="x86").rounding
+    2
+    """
     for name, value in (("ftz", ftz), ("daz", daz)):
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{name}: expected True or False, got {value!r}")
+    mode: Rounding = parse_rounding(rounding)
     profile = parse_profile(nan)
-    return (
-        fmt.exponent_bits, fmt.fraction_bits, int(parse_rounding(rounding)), int(bool(ftz)),
-        int(bool(daz)), int(parse_tininess(tininess)), int(profile.propagate),
-        profile.invalid_nan(fmt), profile.canonical_nan(fmt), src[0], src[1],
+    return loops.Options(
+        exponent_bits=fmt.exponent_bits, fraction_bits=fmt.fraction_bits, rounding=int(mode),
+        ftz=int(bool(ftz)), daz=int(bool(daz)), tininess_before=int(parse_tininess(tininess)),
+        nan_propagate=int(profile.propagate), invalid_nan=int(profile.invalid_nan(fmt)),
+        canonical_nan=int(profile.canonical_nan(fmt)), src_exponent_bits=src[0], src_fraction_bits=src[1],
     )
 
 
@@ -76,16 +65,16 @@ def _loop(kernel: str, ebits: int, fbits: int, src: tuple[int, int], defaults: b
     return loops.make_loop(kernel, ebits, fbits, *src, defaults, keep_flags)
 
 
-def _run(kernel: str, fmt: Format, operands: dict, options: dict, out_dtype, src=(0, 0)):
-    want_flags = options.pop("flags", False)
+def _run(kernel: str, fmt: Format, operands: dict, keywords: dict, out_dtype, src=(0, 0)):
+    want_flags = keywords.pop("flags", False)
     if not isinstance(want_flags, (bool, np.bool_)):
         raise TypeError(f"flags: expected True or False, got {want_flags!r}")
-    cfg = _config(fmt, src=src, **options)
+    options = _config(fmt, src=src, **keywords)
     arrays, shape = _broadcast(list(operands.values()), tuple(operands))
     scalar = all(np.ndim(a) == 0 for a in operands.values())
     n = arrays[0].size
     if len(arrays) == 1 and arrays[0].dtype == np.uint16 and n >= _TABLE_MIN_SIZE:
-        table, flag_table = _table(kernel, fmt, src, cfg, np.dtype(out_dtype), bool(want_flags))
+        table, flag_table = _table(kernel, options, np.dtype(out_dtype), bool(want_flags))
         out = np.empty(n, dtype=out_dtype)
         fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
         loops.lookup(arrays[0], table, out)
@@ -94,14 +83,15 @@ def _run(kernel: str, fmt: Format, operands: dict, options: dict, out_dtype, src
         return _finish(out, fl, shape, want_flags, scalar)
     out = np.empty(n, dtype=out_dtype)
     fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
-    _loop_for(kernel, fmt, src, cfg, want_flags)(*arrays, out, fl, cfg)
+    _loop_for(kernel, options, want_flags)(*arrays, out, fl, options)
     return _finish(out, fl, shape, want_flags, scalar)
 
 
-def _loop_for(kernel: str, fmt: Format, src: tuple[int, int], cfg: tuple, want_flags: bool):
+def _loop_for(kernel: str, options: loops.Options, want_flags: bool):
     # The default options (rne, no ftz/daz, tininess after) get a loop with them folded in.
-    defaults = cfg[2:6] == (int(Rounding.RNE), 0, 0, 0)
-    return _loop(kernel, fmt.exponent_bits, fmt.fraction_bits, src, defaults, bool(want_flags))
+    src = (options.src_exponent_bits, options.src_fraction_bits)
+    return _loop(kernel, options.exponent_bits, options.fraction_bits, src, loops.uses_defaults(options),
+                 bool(want_flags))
 
 
 # A unary operation on a 16-bit format reads its results from a table of all 65,536, computed
@@ -111,11 +101,11 @@ _TABLE_MIN_SIZE = 1 << 15
 
 
 @functools.lru_cache(maxsize=64)
-def _table(kernel: str, fmt: Format, src: tuple[int, int], cfg: tuple, out_dtype: np.dtype, want_flags: bool):
+def _table(kernel: str, options: loops.Options, out_dtype: np.dtype, want_flags: bool):
     every = np.arange(1 << 16, dtype=np.uint16)
     table = np.empty(1 << 16, dtype=out_dtype)
     flag_table = np.zeros(1 << 16 if want_flags else 0, dtype=np.uint8)
-    _loop_for(kernel, fmt, src, cfg, want_flags)(every, table, flag_table, cfg)
+    _loop_for(kernel, options, want_flags)(every, table, flag_table, options)
     return table, flag_table
 
 
@@ -132,32 +122,29 @@ def _check_options(options: dict) -> None:
         raise TypeError(f"unknown keyword argument(s) {sorted(unknown)}; accepted: {sorted(allowed)}")
 
 
-def unary(op: str, fmt: Format | str, a, **options):
+def _elementwise(op: str, accepted: tuple[str, ...], fmt: Format | str, operands: dict, options: dict,
+                 out_dtype=None):
+    """The entry points below: validate, read the operands as bits of ``fmt``, run the loop."""
     fmt = parse_format(fmt)
     _check_options(options)
-    operands = {"a": as_bits(a, fmt, "a")}
-    return _run(_check_op(op, _UNARY), fmt, operands, options, fmt.dtype)
+    bits = {name: as_bits(value, fmt, name) for name, value in operands.items()}
+    return _run(_check_op(op, accepted), fmt, bits, options, fmt.dtype if out_dtype is None else out_dtype)
+
+
+def unary(op: str, fmt: Format | str, a, **options):
+    return _elementwise(op, _UNARY, fmt, {"a": a}, options)
 
 
 def binary(op: str, fmt: Format | str, a, b, **options):
-    fmt = parse_format(fmt)
-    _check_options(options)
-    operands = {"a": as_bits(a, fmt, "a"), "b": as_bits(b, fmt, "b")}
-    return _run(_check_op(op, _BINARY), fmt, operands, options, fmt.dtype)
+    return _elementwise(op, _BINARY, fmt, {"a": a, "b": b}, options)
 
 
 def ternary(op: str, fmt: Format | str, a, b, c, **options):
-    fmt = parse_format(fmt)
-    _check_options(options)
-    operands = {"a": as_bits(a, fmt, "a"), "b": as_bits(b, fmt, "b"), "c": as_bits(c, fmt, "c")}
-    return _run(_check_op(op, _TERNARY), fmt, operands, options, fmt.dtype)
+    return _elementwise(op, _TERNARY, fmt, {"a": a, "b": b, "c": c}, options)
 
 
 def compare(op: str, fmt: Format | str, a, b, **options):
-    fmt = parse_format(fmt)
-    _check_options(options)
-    operands = {"a": as_bits(a, fmt, "a"), "b": as_bits(b, fmt, "b")}
-    return _run(_check_op(op, _COMPARE), fmt, operands, options, np.bool_)
+    return _elementwise(op, _COMPARE, fmt, {"a": a, "b": b}, options, np.bool_)
 
 
 def convert(bits, src: Format | str, dst: Format | str, **options):

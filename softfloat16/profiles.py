@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .formats import Format
+
 
 @dataclass(frozen=True)
 class NanProfile:
@@ -16,16 +18,18 @@ class NanProfile:
     invalid_negative: bool   # invalid operation gives -qNaN (x86 "indefinite") instead of +qNaN
     all_ones: bool           # canonical NaN is all ones but the sign (CUDA), not just the quiet bit
 
-    def invalid_nan(self, fmt) -> int:
-        """Bits of the NaN an invalid operation returns in format ``fmt``."""
-        return self.canonical_nan(fmt) | ((1 << (fmt.width - 1)) if self.invalid_negative else 0)
+    def invalid_nan(self, fmt: Format) -> int:
+        """Bits of the NaN an invalid operation returns in format ``fmt``.
 
-    def canonical_nan(self, fmt) -> int:
+        >>> import softfloat16 as sf
+        >>> [hex(PROFILES[name].invalid_nan(sf.fp16)) for name in ("ieee", "x86", "cuda")]
+        ['0x7e00', '0xfe00', '0x7fff']
+        """
+        return self.canonical_nan(fmt) | (fmt.sign_mask if self.invalid_negative else 0)
+
+    def canonical_nan(self, fmt: Format) -> int:
         """Bits of this machine's positive canonical NaN in format ``fmt``."""
-        if self.all_ones:
-            return (1 << (fmt.width - 1)) - 1
-        exponent = ((1 << fmt.exponent_bits) - 1) << fmt.fraction_bits
-        return exponent | (1 << (fmt.fraction_bits - 1))
+        return fmt.magnitude_mask if self.all_ones else fmt.default_nan
 
 
 PROFILES = {

@@ -5,7 +5,7 @@ index range of the operand space, or a seeded random draw), so results never dep
 worker processes ran them or in which order; finished chunks are recorded in an optional JSON
 checkpoint so that an interrupted run resumes where it stopped. The reference is
 ``softfloat16._verify_reference`` (host float hardware where provably exact, else exact signs
-with error-free transformations, else ``fractions.Fraction``).
+with error-free transformations, else ``fractions.Fraction`` through ``softfloat16.exact``).
 
 >>> summary = verify("fp16", "add", "rtz", sample=5000, workers=1)
 >>> summary.cases, summary.mismatches
@@ -14,7 +14,6 @@ with error-free transformations, else ``fractions.Fraction``).
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing
 import os
 import sys
@@ -23,9 +22,11 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from tqdm import tqdm
 
 from . import _verify_reference as reference
-from .formats import format as parse_format
+from .compare import to_hex
+from .formats import Format, format as parse_format
 from .ops import convert as core_convert
 
 __all__ = ["CHUNK", "DEFAULT_FMA_C", "Job", "Summary", "check_chunk", "format_summary", "verify"]
@@ -34,11 +35,17 @@ CHUNK = 1 << 22            # cases per chunk: the unit of sharding and of checkp
 BLOCK = 1 << 18            # cases per core/reference call inside a chunk (cache-sized)
 MAX_EXAMPLES = 10          # mismatches kept per chunk and in the summary
 FORMATS = ("fp16", "bf16")
-# c values for exhaustive fma over (a, b): zeros, the tiniest subnormal, one, max finite, min normal
-DEFAULT_FMA_C = {
-    "fp16": (0x0000, 0x8000, 0x0001, 0x3C00, 0xBC00, 0x7BFF, 0x0400, 0x8400),
-    "bf16": (0x0000, 0x8000, 0x0001, 0x3F80, 0xBF80, 0x7F7F, 0x0080, 0x8080),
-}
+
+
+def _default_fma_c(fmt: Format) -> tuple[int, ...]:
+    """c values for exhaustive fma over (a, b): zeros, the tiniest subnormal, one, max finite, min
+    normal (the order is part of a checkpoint's job: keep it)."""
+    minus = fmt.sign_mask
+    return (0, minus, fmt.min_subnormal, fmt.one, minus | fmt.one, fmt.max_finite, fmt.min_normal,
+            minus | fmt.min_normal)
+
+
+DEFAULT_FMA_C = {name: _default_fma_c(parse_format(name)) for name in FORMATS}
 
 
 @dataclass(frozen=True)
@@ -172,20 +179,11 @@ def _core(job: Job, operands: list[np.ndarray]) -> np.ndarray:
     return getattr(fmt, job.op)(*operands, rounding=job.rounding)
 
 
-def _is_nan(bits: np.ndarray, fmt) -> np.ndarray:
-    return (bits.astype(np.int64) & (fmt.sign_mask - 1)) > fmt.inf
-
-
-def _hex(value: int, fmt) -> str:
-    return f"0x{int(value):0{fmt.width // 4}x}"
-
-
 def check_chunk(job: Job, chunk: int) -> ChunkResult:
     """Run one chunk: the core and the reference on the same cases, compared bit for bit (NaNs by
     class: both NaN and the core's quiet, unless ``job.strict_nan``)."""
     began = time.perf_counter()
     fmt, in_fmt = parse_format(job.format), job.input_format
-    quiet = 1 << (fmt.fraction_bits - 1)
     first, end = chunk * CHUNK, min((chunk + 1) * CHUNK, job.cases)
     result = ChunkResult(chunk, end - first, 0, 0, 0.0)
     for start in range(first, end, BLOCK):
@@ -196,27 +194,27 @@ def check_chunk(job: Job, chunk: int) -> ChunkResult:
         result.settled += settled
         differ = actual != expected
         if job.strict_nan:
-            differ |= _is_nan(expected, fmt)
+            differ |= fmt.is_nan(expected)
         suspects = np.flatnonzero(differ)
         if suspects.size == 0:
             continue
         a, e = actual[suspects], expected[suspects]
-        e_nan = _is_nan(e, fmt)
+        e_nan = fmt.is_nan(e)
         if job.strict_nan:
             strict = reference.ieee_nan_bits(fmt, [x[suspects] for x in operands], job.source)
             e = np.where(e_nan, strict, e)
             ok = a == e
         else:
-            ok = e_nan & _is_nan(a, fmt) & ((a & quiet) != 0)
+            ok = e_nan & fmt.is_nan(a) & ~fmt.is_signaling(a)
         bad = suspects[~ok]
         result.mismatches += int(bad.size)
         for i in bad[: MAX_EXAMPLES - len(result.examples)]:
             j = int(np.searchsorted(suspects, i))
             result.examples.append({
                 "case": start + int(i),
-                "operands": [_hex(x[i], in_fmt) for x in operands],
-                "core": _hex(actual[i], fmt),
-                "reference": _hex(e[j], fmt),
+                "operands": [to_hex(int(x[i]), in_fmt) for x in operands],
+                "core": to_hex(int(actual[i]), fmt),
+                "reference": to_hex(int(e[j]), fmt),
             })
     result.seconds = time.perf_counter() - began
     return result
@@ -261,36 +259,41 @@ def _save_checkpoint(path: str, state: dict) -> None:
         raise
 
 
+# A percentage with one decimal, so that a finished run reads "100.0%" in a terminal and a log alike.
+_BAR_FORMAT = "{desc} {percentage:5.1f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+
+
 class Progress:
-    """A one-line progress bar on stderr (a terminal), or a line every 30 s (a log file)."""
+    """Progress on stderr: a tqdm bar on a terminal, or tqdm's same line every 30 s (a log file)."""
 
-    def __init__(self, job: Job, enabled: bool, stream=None):
-        self.job, self.enabled = job, enabled
+    log_interval = 30.0   # seconds between lines in a log
+
+    def __init__(self, job: Job, enabled: bool, done: int = 0, stream=None):
+        self.enabled, self.total, self.initial = enabled, job.cases, done
         self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.began = time.perf_counter()
-        self.last = self.began
+        self.options = dict(total=job.cases, desc=f"{job.op} {job.format} {job.rounding}", unit=" cases",
+                            unit_scale=True, bar_format=_BAR_FORMAT)
+        tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.bar = tqdm(initial=done, file=self.stream, mininterval=0.2, **self.options) if enabled and tty else None
+        self.began = self.last = time.perf_counter()
 
-    def update(self, cases_done: int, cases_this_run: int, mismatches: int, final: bool = False) -> None:
-        now = time.perf_counter()
-        if not self.enabled or (not final and now - self.last < (0.2 if self.tty else 30.0)):
+    def update(self, cases_done: int, mismatches: int, final: bool = False) -> None:
+        if not self.enabled:
             return
-        self.last = now
-        total = self.job.cases
-        fraction = cases_done / total if total else 1.0
-        elapsed = now - self.began
-        rate = cases_this_run / elapsed if elapsed > 0 else 0.0
-        eta = (total - cases_done) / rate if rate > 0 else math.inf
-        bar = "#" * int(30 * fraction) + "-" * (30 - int(30 * fraction))
-        eta_text = f", ETA {eta:.0f}s" if eta != math.inf and not final else ""
-        text = (f"{self.job.op} {self.job.format} {self.job.rounding} [{bar}] {100 * fraction:5.1f}% "
-                f"{cases_done:.3g}/{total:.3g} cases, {mismatches} mismatches, "
-                f"{elapsed:.0f}s elapsed{eta_text}")
-        if self.tty:
-            self.stream.write("\r" + text + ("\n" if final else ""))
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+        postfix = f"{mismatches} mismatches"
+        if self.bar is not None:
+            self.bar.set_postfix_str(postfix, refresh=False)
+            self.bar.update(cases_done - self.bar.n)
+            if final:
+                self.bar.close()
+            return
+        now = time.perf_counter()
+        if final or now - self.last >= self.log_interval:
+            self.last = now
+            line = tqdm.format_meter(cases_done, elapsed=now - self.began, initial=self.initial, ncols=100,
+                                     ascii=True, postfix=postfix, **self.options)
+            self.stream.write(line + "\n")
+            self.stream.flush()
 
 
 # --- the driver --------------------------------------------------------------------------------
@@ -316,25 +319,22 @@ def verify(format: str, op: str, rounding: str = "rne", *, exhaustive: bool = Fa
     resumed = len(done)
     todo = [c for c in range(job.chunks) if c not in done]
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-    bar = Progress(job, progress)
+    bar = Progress(job, progress, done=sum(v["cases"] for v in done.values()))
     began = time.perf_counter()
     last_save = began
-    cases_this_run = 0
 
     def record(r: ChunkResult) -> None:
-        nonlocal cases_this_run, last_save
+        nonlocal last_save
         done[r.chunk] = {"cases": r.cases, "mismatches": r.mismatches, "settled": r.settled,
                          "seconds": round(r.seconds, 3)}
         state["examples"] = sorted(state["examples"] + r.examples, key=lambda x: x["case"])[:MAX_EXAMPLES]
-        cases_this_run += r.cases
         now = time.perf_counter()
         if checkpoint and (now - last_save > 1.0 or len(done) == job.chunks):
             state["chunks"] = {str(k): v for k, v in sorted(done.items())}
             state["seconds"] = state.get("seconds", 0.0) + (now - last_save)
             last_save = now
             _save_checkpoint(checkpoint, state)
-        bar.update(sum(v["cases"] for v in done.values()), cases_this_run,
-                   sum(v["mismatches"] for v in done.values()))
+        bar.update(sum(v["cases"] for v in done.values()), sum(v["mismatches"] for v in done.values()))
 
     try:
         if workers == 1:
@@ -352,8 +352,7 @@ def verify(format: str, op: str, rounding: str = "rne", *, exhaustive: bool = Fa
             state["seconds"] = state.get("seconds", 0.0) + (time.perf_counter() - last_save)
             _save_checkpoint(checkpoint, state)
     wall = time.perf_counter() - began
-    bar.update(sum(v["cases"] for v in done.values()), cases_this_run,
-               sum(v["mismatches"] for v in done.values()), final=True)
+    bar.update(sum(v["cases"] for v in done.values()), sum(v["mismatches"] for v in done.values()), final=True)
     return Summary(
         job=job, cases=sum(v["cases"] for v in done.values()),
         mismatches=sum(v["mismatches"] for v in done.values()),

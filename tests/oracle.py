@@ -2,8 +2,11 @@
 
 Every operation is evaluated on exact rational values (``fractions.Fraction``)
 and rounded once, so results are correct by construction rather than by
-imitation of any particular implementation.  This module deliberately does
-not import ``softfloat16``; it only uses the standard library.
+imitation of any particular implementation.  The one rounding is
+``softfloat16.exact`` (plain integer arithmetic, shared with
+``softfloat16.verify`` and sound apart from the Numba kernels); everything
+else here (decoding, special cases, NaNs, signs of zeros) uses only the
+standard library.
 
 Bit patterns are plain non-negative Python ints of the format's width.
 Functions return ``(bits, flags)`` where ``flags`` is an OR of the flag bits
@@ -27,6 +30,8 @@ import struct
 from fractions import Fraction
 from functools import cache
 from typing import NamedTuple
+
+from softfloat16 import exact
 
 __all__ = [
     "INEXACT", "UNDERFLOW", "OVERFLOW", "DIVIDE_BY_ZERO", "INVALID",
@@ -161,54 +166,6 @@ def _is_nan_kind(kind: str) -> bool:
 # Rounding
 # ---------------------------------------------------------------------------
 
-def _floor_log2(n: int, d: int) -> int:
-    """floor(log2(n / d)) for positive integers n, d."""
-    k = n.bit_length() - d.bit_length()
-    lhs = n << -k if k < 0 else n
-    rhs = d << k if k > 0 else d
-    return k - 1 if lhs < rhs else k
-
-
-def _round_scaled(n: int, d: int, shift: int, sign: int, rounding: str):
-    """Round the positive rational (n / d) / 2**shift to an integer.
-
-    ``sign`` is the sign of the value being rounded (directed modes need it).
-    Returns ``(integer, inexact)``.
-    """
-    if shift >= 0:
-        num, den = n, d << shift
-    else:
-        num, den = n << -shift, d
-    q, r = divmod(num, den)
-    if r == 0:
-        return q, False
-    if rounding == "rod":
-        return q | 1, True
-    twice = 2 * r
-    if rounding == "rne":
-        up = twice > den or (twice == den and q & 1 == 1)
-    elif rounding == "rna":
-        up = twice >= den
-    elif rounding == "rtz":
-        up = False
-    elif rounding == "rup":
-        up = sign == 0
-    elif rounding == "rdn":
-        up = sign == 1
-    else:  # pragma: no cover - validated by callers
-        raise ValueError(rounding)
-    return q + (1 if up else 0), True
-
-
-def _overflow_result(s: _Spec, sign: int, rounding: str) -> int:
-    to_inf = (
-        rounding in ("rne", "rna")
-        or (rounding == "rup" and sign == 0)
-        or (rounding == "rdn" and sign == 1)
-    )
-    return (sign << (s.width - 1)) | (s.inf if to_inf else s.max_finite)
-
-
 def encode_round(value, sign: int, fmt: str, rounding: str = "rne",
                  ftz: bool = False, tininess: str = "after") -> tuple:
     """Round an exact finite value into ``fmt``; returns ``(bits, flags)``.
@@ -217,73 +174,15 @@ def encode_round(value, sign: int, fmt: str, rounding: str = "rne",
     A negative ``value`` always gives a negative result; for ``value >= 0``
     the sign is taken from ``sign`` (so a magnitude plus a sign also works).
     ``value == 0`` encodes the zero of that sign exactly, with no flags.
+    The rounding itself is ``softfloat16.exact.round_fraction``.
     """
-    s = _spec(fmt)
+    _spec(fmt)  # the oracle's own names and checks, stricter than the library's parsers
     _check_choice("rounding", rounding, ROUNDINGS)
     _check_choice("tininess", tininess, TININESS)
     value = Fraction(value)
-    if value < 0:
-        sign, mag = 1, -value
-    else:
-        sign, mag = (1 if sign else 0), value
-    sbits = sign << (s.width - 1)
-    if mag == 0:
-        return sbits, 0
-
-    n, d = mag.numerator, mag.denominator
-    exp = _floor_log2(n, d)                     # 2**exp <= mag < 2**(exp+1)
-
-    # Round to p bits with an unbounded exponent range.
-    sig, inexact = _round_scaled(n, d, exp - s.f, sign, rounding)
-    exp_r = exp
-    if sig >> s.p:                              # carried up to 2**p
-        sig >>= 1
-        exp_r += 1
-
-    if exp_r > s.emax:
-        return _overflow_result(s, sign, rounding), OVERFLOW | INEXACT
-
-    if tininess == "before":
-        tiny = exp < s.emin
-    else:
-        tiny = exp_r < s.emin
-    if ftz and tiny:
-        return sbits, UNDERFLOW | INEXACT
-
-    if exp >= s.emin:                           # normal range: done
-        bits = sbits | ((exp_r + s.bias) << s.f) | (sig - (1 << s.f))
-        return bits, INEXACT if inexact else 0
-
-    # Subnormal range: round at the fixed quantum 2**(emin - f).  A result of
-    # 2**f lands exactly on the smallest normal encoding.
-    sig, inexact = _round_scaled(n, d, s.emin - s.f, sign, rounding)
-    flags = INEXACT if inexact else 0
-    if tiny and inexact:
-        flags |= UNDERFLOW
-    return sbits | sig, flags
-
-
-def _sqrt_rational(x: Fraction, p: int) -> Fraction:
-    """A rational that rounds exactly like sqrt(x) (x > 0) at precision <= p.
-
-    sqrt(x) = sqrt(S) / 2**k with S = x * 4**k.  k is chosen so that every
-    rounding boundary relevant at precision p (grid points and midpoints,
-    including the coarser subnormal grid and 2**emin) is an integer multiple
-    of 2**-k.  If sqrt(S) is not an integer it lies strictly between
-    r = isqrt(floor(S)) and r + 1, so (r + 1/2) / 2**k rounds identically and
-    is never a tie.
-    """
-    n, d = x.numerator, x.denominator
-    k = p + 4 - _floor_log2(n, d) // 2
-    if k >= 0:
-        s_num, s_den = n << (2 * k), d
-    else:
-        s_num, s_den = n, d << (-2 * k)
-    floor_s, rem = divmod(s_num, s_den)
-    r = math.isqrt(floor_s)
-    if rem == 0 and r * r == floor_s:
-        return Fraction(r) * _pow2(-k)
-    return Fraction(2 * r + 1) * _pow2(-k - 1)
+    if value > 0 and sign:
+        value = -value
+    return exact.round_fraction(value, fmt, rounding, negative_zero=bool(sign), ftz=ftz, tininess=tininess)
 
 
 # ---------------------------------------------------------------------------
@@ -472,7 +371,7 @@ def ref_op(op: str, fmt: str, *operands: int, rounding: str = "rne",
             return _canonical_nan(s, nan), INVALID
         if ka == "inf":
             return _inf(s, 0), 0
-        return encode_round(_sqrt_rational(va, s.p), 0, fmt, **rnd)
+        return exact.round_sqrt(va, fmt, **rnd)
 
     raise AssertionError(op)  # pragma: no cover
 

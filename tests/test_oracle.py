@@ -907,7 +907,23 @@ def test_bad_arguments():
         encode_round(Fraction(1), 0, "fp64x")
 
 
-def test_oracle_does_not_import_softfloat16():
+def test_oracle_is_independent_of_the_kernels():
+    # The oracle takes only softfloat16.exact from the library, and exact reaches (through its
+    # imports, even function-level ones) nothing of the arithmetic: no ops, no kernels, no numba.
+    from test_import_graph import ROOT, import_graph, imports_in_source
     src = open(oracle.__file__).read()
-    assert "import softfloat16" not in src
-    assert "from softfloat16" not in src
+    assert imports_in_source(src) & {"softfloat16", "numba"} == {"softfloat16"}
+    assert [line for line in src.splitlines() if "softfloat16" in line and "import" in line] == \
+        ["from softfloat16 import exact"]
+    graph = import_graph("softfloat16")
+    reached, todo = set(), ["softfloat16.exact"]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(graph[module])
+    assert reached == {"softfloat16.exact", "softfloat16.flags", "softfloat16.formats",
+                       "softfloat16.profiles", "softfloat16.rounding"}
+    for module in reached:
+        source = (ROOT / (module.replace(".", "/") + ".py")).read_text()
+        assert "numba" not in imports_in_source(source), module

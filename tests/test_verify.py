@@ -3,6 +3,7 @@
 the exhaustive runs, and its ability to find an error injected into the core."""
 import bisect
 import functools
+import io
 import json
 import math
 from fractions import Fraction
@@ -12,6 +13,7 @@ import pytest
 
 import softfloat16 as sf
 from softfloat16 import _verify_reference as reference
+from softfloat16 import exact
 from softfloat16 import verify as verify_module
 from softfloat16.verify import Job, check_chunk, format_summary, verify
 
@@ -101,7 +103,7 @@ def oracle(fmt, op: str, mode: str, operands: list[int]):
             return "nan"
         if v[0] == 0:
             return operands[0]
-        return reference.round_sqrt(v[0], fmt, mode)  # irrational: see test_round_sqrt below
+        return exact.round_sqrt(v[0], fmt, mode)[0]  # irrational: see test_round_sqrt below
     if op == "div" and v[1] == 0:
         return "nan" if v[0] == 0 else (fmt.sign_mask if negative[0] != negative[1] else 0) | fmt.inf
     if op in ("add", "sub", "fma"):
@@ -163,9 +165,9 @@ def test_round_sqrt_brackets_the_root():
     for b in rng.integers(1, 0x7C00, 300):
         v = decode(int(b), sf.fp16)
         for mode in MODES:
-            r = decode(reference.round_sqrt(v, sf.fp16, mode), sf.fp16)
-            up, down = decode(reference.round_sqrt(v, sf.fp16, "rup"), sf.fp16), decode(
-                reference.round_sqrt(v, sf.fp16, "rdn"), sf.fp16)
+            r = decode(exact.round_sqrt(v, sf.fp16, mode)[0], sf.fp16)
+            up, down = decode(exact.round_sqrt(v, sf.fp16, "rup")[0], sf.fp16), decode(
+                exact.round_sqrt(v, sf.fp16, "rdn")[0], sf.fp16)
             assert down * down <= v <= up * up and r in (up, down)
             assert (up == down) == (r * r == v)
 
@@ -176,7 +178,7 @@ def test_round_fraction_agrees_with_the_oracle():
         for _ in range(300):
             x = Fraction(int(rng.integers(-2**40, 2**40)), 2 ** int(rng.integers(0, 160)))
             for mode in MODES:
-                assert reference.round_fraction(x, fmt, mode) == round_oracle(x, fmt, mode, False)
+                assert exact.round_fraction(x, fmt, mode)[0] == round_oracle(x, fmt, mode, False)
 
 
 def test_ml_dtypes_float64_to_bfloat16_double_rounds():
@@ -184,7 +186,7 @@ def test_ml_dtypes_float64_to_bfloat16_double_rounds():
     import ml_dtypes
     x = 1 + 2.0**-8 + 2.0**-40  # just above the midpoint between 1 and 1 + 2^-7
     assert int(np.array([x]).astype(ml_dtypes.bfloat16).view(np.uint16)[0]) == 0x3F80  # wrong
-    assert reference.round_fraction(Fraction(x), sf.bf16, "rne") == 0x3F81
+    assert exact.round_fraction(Fraction(x), sf.bf16, "rne")[0] == 0x3F81
 
 
 # --- the verifier on slices of the exhaustive rows ---------------------------------------------
@@ -325,3 +327,37 @@ def test_checkpoint_resume_and_worker_independence(monkeypatch, tmp_path):
 
     with pytest.raises(ValueError, match="different job"):
         verify("fp16", "sub", "rdn", sample=1 << 16, workers=1, checkpoint=str(checkpoint))
+
+
+# --- progress --------------------------------------------------------------------------------------
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_tqdm_bar_on_a_terminal_and_a_line_every_30_s_in_a_log():
+    job = Job("fp16", "add", "rne", sample=1 << 20)
+    terminal = _Terminal()
+    bar = verify_module.Progress(job, True, stream=terminal)
+    bar.update(1 << 19, 3)
+    bar.update(1 << 20, 5, final=True)
+    text = terminal.getvalue()
+    assert "\r" in text and text.endswith("\n") and "100.0%" in text and "5 mismatches" in text
+
+    log = io.StringIO()
+    bar = verify_module.Progress(job, True, done=1 << 18, stream=log)
+    bar.update(1 << 19, 0)                   # just started: too soon for a log line
+    bar.last -= bar.log_interval             # as if 30 s had passed
+    bar.update(3 << 18, 1)                   # a line
+    bar.update(7 << 17, 1)                   # too soon again
+    bar.update(1 << 20, 2, final=True)       # the last line always
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in log.getvalue()
+    assert " 75.0%" in lines[0] and "1 mismatches" in lines[0]
+    assert "100.0%" in lines[1] and "2 mismatches" in lines[1]
+
+    silent = _Terminal()
+    bar = verify_module.Progress(job, False, stream=silent)
+    bar.update(1 << 20, 0, final=True)
+    assert silent.getvalue() == ""

@@ -1,7 +1,7 @@
 """Numba kernels: scalar bit-level operations and the loops that map them over arrays.
 
-Every kernel takes a configuration tuple ``cfg`` (see :mod:`softfloat16._kernels.core`) so that one
-compiled kernel serves every format, rounding mode and machine profile.
+Every kernel takes an options record (``core.Options``, fields read by name) so that one compiled
+kernel serves every format, rounding mode and machine profile.
 """
 
 from . import cache  # noqa: E402,F401  (before any kernel module is compiled)

@@ -1,6 +1,6 @@
 """Scalar arithmetic kernels: each computes an exact (or sticky-exact) result and calls round_pack.
 
-Each kernel takes bit patterns (as integers) and a ``cfg`` tuple, and returns (bits, flags).
+Each kernel takes bit patterns (as integers) and a ``core.Options`` record, and returns (bits, flags).
 """
 import math
 
@@ -9,7 +9,7 @@ from numba import njit
 
 from .core import (
     DIVIDE_BY_ZERO, FINITE, INF, INVALID, NAN, ZERO,
-    exact_zero_sign, msb_index, nan_result, pack_special, round_pack_cfg, shift_right_jam, unpack,
+    exact_zero_sign, msb_index, nan_result, pack_special, round_pack_options, shift_right_jam, unpack,
 )
 
 # Finite addends are aligned with their leading bit here: bit 61 stays free for a carry, and the
@@ -45,8 +45,8 @@ def add_finite(sign_a, exp_a, sig_a, sign_b, exp_b, sig_b, rounding):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def add_signed(a, b, negate_b, cfg):
-    ebits, fbits, rounding, daz = cfg[0], cfg[1], cfg[2], cfg[4]
+def add_signed(a, b, negate_b, options):
+    ebits, fbits, rounding, daz = options.exponent_bits, options.fraction_bits, options.rounding, options.daz
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
     class_b, sign_b, exp_b, sig_b = unpack(b, ebits, fbits, daz)
     sign_b ^= negate_b
@@ -54,12 +54,12 @@ def add_signed(a, b, negate_b, cfg):
         sign, exp, sig = add_finite(sign_a, exp_a, sig_a, sign_b, exp_b, sig_b, rounding)
         if sig == 0:
             return pack_special(sign, ZERO, ebits, fbits), 0
-        return round_pack_cfg(sign, exp, sig, cfg)
+        return round_pack_options(sign, exp, sig, options)
     if class_a == NAN or class_b == NAN:
-        return nan_result(a, b, 0, 2, cfg)
+        return nan_result(a, b, 0, 2, options)
     if class_a == INF:
         if class_b == INF and sign_a != sign_b:
-            return cfg[7], INVALID
+            return options.invalid_nan, INVALID
         return pack_special(sign_a, INF, ebits, fbits), 0
     if class_b == INF:
         return pack_special(sign_b, INF, ebits, fbits), 0
@@ -67,40 +67,40 @@ def add_signed(a, b, negate_b, cfg):
         return pack_special(exact_zero_sign(sign_a, sign_b, rounding), ZERO, ebits, fbits), 0
     # One zero: the other operand, passed through round_pack so that ftz applies to it.
     if class_a == ZERO:
-        return round_pack_cfg(sign_b, exp_b, sig_b, cfg)
-    return round_pack_cfg(sign_a, exp_a, sig_a, cfg)
+        return round_pack_options(sign_b, exp_b, sig_b, options)
+    return round_pack_options(sign_a, exp_a, sig_a, options)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def add(a, b, cfg):
-    return add_signed(a, b, 0, cfg)
+def add(a, b, options):
+    return add_signed(a, b, 0, options)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def sub(a, b, cfg):
-    return add_signed(a, b, 1, cfg)
+def sub(a, b, options):
+    return add_signed(a, b, 1, options)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def mul(a, b, cfg):
-    ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
+def mul(a, b, options):
+    ebits, fbits, daz = options.exponent_bits, options.fraction_bits, options.daz
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
     class_b, sign_b, exp_b, sig_b = unpack(b, ebits, fbits, daz)
     sign = sign_a ^ sign_b
     if class_a == FINITE and class_b == FINITE:
-        return round_pack_cfg(sign, exp_a + exp_b, sig_a * sig_b, cfg)
+        return round_pack_options(sign, exp_a + exp_b, sig_a * sig_b, options)
     if class_a == NAN or class_b == NAN:
-        return nan_result(a, b, 0, 2, cfg)
+        return nan_result(a, b, 0, 2, options)
     if class_a == INF or class_b == INF:
         if class_a == ZERO or class_b == ZERO:
-            return cfg[7], INVALID
+            return options.invalid_nan, INVALID
         return pack_special(sign, INF, ebits, fbits), 0
     return pack_special(sign, ZERO, ebits, fbits), 0
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def div(a, b, cfg):
-    ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
+def div(a, b, options):
+    ebits, fbits, daz = options.exponent_bits, options.fraction_bits, options.daz
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
     class_b, sign_b, exp_b, sig_b = unpack(b, ebits, fbits, daz)
     sign = sign_a ^ sign_b
@@ -115,18 +115,18 @@ def div(a, b, cfg):
         # Unsigned division: both are positive, and it spares the floor-division sign fix-ups.
         quotient = int(np.uint64(numerator) // np.uint64(divisor))
         quotient |= int(quotient * divisor != numerator)
-        return round_pack_cfg(sign, exp_a - shift_a - extra - exp_b + shift_b, quotient, cfg)
+        return round_pack_options(sign, exp_a - shift_a - extra - exp_b + shift_b, quotient, options)
     if class_a == NAN or class_b == NAN:
-        return nan_result(a, b, 0, 2, cfg)
+        return nan_result(a, b, 0, 2, options)
     if class_a == INF:
         if class_b == INF:
-            return cfg[7], INVALID
+            return options.invalid_nan, INVALID
         return pack_special(sign, INF, ebits, fbits), 0
     if class_b == INF:
         return pack_special(sign, ZERO, ebits, fbits), 0
     if class_b == ZERO:
         if class_a == ZERO:
-            return cfg[7], INVALID
+            return options.invalid_nan, INVALID
         return pack_special(sign, INF, ebits, fbits), DIVIDE_BY_ZERO
     return pack_special(sign, ZERO, ebits, fbits), 0
 
@@ -147,15 +147,15 @@ def integer_sqrt(n):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def sqrt(a, cfg):
-    ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
+def sqrt(a, options):
+    ebits, fbits, daz = options.exponent_bits, options.fraction_bits, options.daz
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
     if class_a == NAN:
-        return nan_result(a, 0, 0, 1, cfg)
+        return nan_result(a, 0, 0, 1, options)
     if class_a == ZERO:
         return pack_special(sign_a, ZERO, ebits, fbits), 0
     if sign_a == 1:
-        return cfg[7], INVALID
+        return options.invalid_nan, INVALID
     if class_a == INF:
         return pack_special(0, INF, ebits, fbits), 0
     # Radicand with an even exponent and its leading bit at 2*fbits+4 or +5, so the root has
@@ -167,13 +167,13 @@ def sqrt(a, cfg):
     root = integer_sqrt(radicand)
     if root * root != radicand:
         root |= 1
-    return round_pack_cfg(0, (exp_a - shift) >> 1, root, cfg)  # exp_a - shift is even
+    return round_pack_options(0, (exp_a - shift) >> 1, root, options)  # exp_a - shift is even
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def fma(a, b, c, cfg):
+def fma(a, b, c, options):
     """a * b + c with one rounding."""
-    ebits, fbits, rounding, daz = cfg[0], cfg[1], cfg[2], cfg[4]
+    ebits, fbits, rounding, daz = options.exponent_bits, options.fraction_bits, options.rounding, options.daz
     class_a, sign_a, exp_a, sig_a = unpack(a, ebits, fbits, daz)
     class_b, sign_b, exp_b, sig_b = unpack(b, ebits, fbits, daz)
     class_c, sign_c, exp_c, sig_c = unpack(c, ebits, fbits, daz)
@@ -182,22 +182,22 @@ def fma(a, b, c, cfg):
         sign, exp, sig = add_finite(sign_p, exp_a + exp_b, sig_a * sig_b, sign_c, exp_c, sig_c, rounding)
         if sig == 0:
             return pack_special(sign, ZERO, ebits, fbits), 0
-        return round_pack_cfg(sign, exp, sig, cfg)
+        return round_pack_options(sign, exp, sig, options)
     zero_times_inf = (class_a == INF and class_b == ZERO) or (class_a == ZERO and class_b == INF)
     if class_a == NAN or class_b == NAN or class_c == NAN:
-        bits, flags = nan_result(a, b, c, 3, cfg)
+        bits, flags = nan_result(a, b, c, 3, options)
         return bits, flags | (INVALID if zero_times_inf else 0)
     if zero_times_inf:
-        return cfg[7], INVALID
+        return options.invalid_nan, INVALID
     if class_a == INF or class_b == INF:
         if class_c == INF and sign_c != sign_p:
-            return cfg[7], INVALID
+            return options.invalid_nan, INVALID
         return pack_special(sign_p, INF, ebits, fbits), 0
     if class_c == INF:
         return pack_special(sign_c, INF, ebits, fbits), 0
     if class_a == ZERO or class_b == ZERO:
         if class_c == ZERO:
             return pack_special(exact_zero_sign(sign_p, sign_c, rounding), ZERO, ebits, fbits), 0
-        return round_pack_cfg(sign_c, exp_c, sig_c, cfg)
+        return round_pack_options(sign_c, exp_c, sig_c, options)
     # c is zero, the product is finite and nonzero: round the exact product.
-    return round_pack_cfg(sign_p, exp_a + exp_b, sig_a * sig_b, cfg)
+    return round_pack_options(sign_p, exp_a + exp_b, sig_a * sig_b, options)

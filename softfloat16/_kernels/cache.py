@@ -5,8 +5,9 @@ matmul kernel inline functions from core.py and arith.py, so an edit there would
 stale machine code in the cache: silently wrong bits, the one failure this project must not have.
 Here each kernel's cache stamp is a hash of every module in this folder instead.
 
-This uses Numba's cache-locator hook (``CacheImpl._locator_classes``); if a Numba version lacks
-it, we fall back to Numba's default behaviour rather than fail to import.
+This uses Numba's cache-locator hook (``CacheImpl._locator_classes``, private). A Numba version
+without it makes the import fail with a message naming that version: falling back to Numba's own
+stamps would bring back the stale cache this module exists to prevent.
 """
 import glob
 import hashlib
@@ -25,13 +26,22 @@ def kernel_tree_hash() -> bytes:
     return digest.digest()
 
 
-def _install() -> None:
-    try:
-        from numba.core import caching
-        bases = (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)
-        impl = caching.CacheImpl
-    except (ImportError, AttributeError):
-        return
+def _install(numba_module=None) -> None:
+    """Put a KernelTree locator in front of each of Numba's; ``numba_module`` (default: numba) lets
+    the tests hand in a stand-in without the hook."""
+    import numba.core.caching  # binds numba, with the submodule read below loaded
+    numba_module = numba_module or numba
+    caching = getattr(getattr(numba_module, "core", None), "caching", None)
+    impl = getattr(caching, "CacheImpl", None)
+    if not hasattr(impl, "_locator_classes"):
+        version = getattr(numba_module, "__version__", "of unknown version")
+        raise ImportError(
+            f"softfloat16 needs Numba's cache-locator hook (numba.core.caching.CacheImpl._locator_classes) "
+            f"to key its kernel cache on every kernel source, and Numba {version} does not have it. Without "
+            "it a cached kernel could outlive an edit of the code it inlines and give wrong bits. Install a "
+            "Numba that has it (0.68 does)."
+        )
+    bases = (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)
     stamp = kernel_tree_hash()
 
     def make(base):

@@ -2,25 +2,26 @@
 from numba import njit
 
 from .core import (
-    FINITE, INF, INVALID, NAN, ZERO, is_signaling_bits, msb_index, pack_special, round_pack_cfg, unpack,
+    FINITE, INF, INVALID, NAN, ZERO, is_signaling_bits, msb_index, pack_special, round_pack_options, unpack,
 )
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def convert(bits, cfg):
-    """Convert from the source format (cfg[9], cfg[10]) to the destination format, one rounding.
+def convert(bits, options):
+    """Convert from the source format (options.src_*) to the destination format, one rounding.
 
     Used for format-to-format conversion and for float64 input (source format 11/52).
     """
-    ebits, fbits, src_ebits, src_fbits = cfg[0], cfg[1], cfg[9], cfg[10]
-    cls, sign, exp, sig = unpack(bits, src_ebits, src_fbits, cfg[4])
+    ebits, fbits = options.exponent_bits, options.fraction_bits
+    src_ebits, src_fbits = options.src_exponent_bits, options.src_fraction_bits
+    cls, sign, exp, sig = unpack(bits, src_ebits, src_fbits, options.daz)
     if cls == FINITE:
-        return round_pack_cfg(sign, exp, sig, cfg)
+        return round_pack_options(sign, exp, sig, options)
     if cls != NAN:
         return pack_special(sign, cls, ebits, fbits), 0
     flags = INVALID if is_signaling_bits(bits, src_ebits, src_fbits) else 0
-    if cfg[6] == 0:
-        return cfg[8], flags
+    if not options.nan_propagate:
+        return options.canonical_nan, flags
     # Keep the payload aligned at the top of the fraction, as hardware conversions do, and quiet it.
     if fbits >= src_fbits:
         payload = sig << (fbits - src_fbits)
@@ -31,28 +32,28 @@ def convert(bits, cfg):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def from_int(value, cfg):
+def from_int(value, options):
     """Round a signed 64-bit integer into the format."""
     value = int(value)
     if value == 0:
         return 0, 0
     sign = 1 if value < 0 else 0
     if value == -(1 << 63):
-        return round_pack_cfg(1, 2, 1 << 61, cfg)
+        return round_pack_options(1, 2, 1 << 61, options)
     magnitude = -value if sign else value
     exp = 0
     if magnitude >= (1 << 62):
         # Keep the significand below 2**62; the jammed bit preserves correct rounding.
         magnitude = (magnitude >> 1) | (magnitude & 1)
         exp = 1
-    return round_pack_cfg(sign, exp, magnitude, cfg)
+    return round_pack_options(sign, exp, magnitude, options)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def to_float64_bits(bits, cfg):
+def to_float64_bits(bits, options):
     """The exact value of a bit pattern as float64 bits (every format here fits float64 exactly)."""
-    ebits, fbits = cfg[0], cfg[1]
-    cls, sign, exp, sig = unpack(bits, ebits, fbits, cfg[4])
+    ebits, fbits = options.exponent_bits, options.fraction_bits
+    cls, sign, exp, sig = unpack(bits, ebits, fbits, options.daz)
     sign_bit = sign << 63
     if cls == ZERO:
         return sign_bit, 0
@@ -76,9 +77,9 @@ def order_key(cls, bits, ebits, fbits):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def compare(a, b, cfg, want_less, want_equal):
+def compare(a, b, options, want_less, want_equal):
     """Quiet comparison -> (result as 0/1, flags). NaN compares unordered; sNaN raises INVALID."""
-    ebits, fbits, daz = cfg[0], cfg[1], cfg[4]
+    ebits, fbits, daz = options.exponent_bits, options.fraction_bits, options.daz
     class_a = unpack(a, ebits, fbits, daz)[0]
     class_b = unpack(b, ebits, fbits, daz)[0]
     if class_a == NAN or class_b == NAN:
@@ -91,15 +92,15 @@ def compare(a, b, cfg, want_less, want_equal):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def eq(a, b, cfg):
-    return compare(a, b, cfg, False, True)
+def eq(a, b, options):
+    return compare(a, b, options, False, True)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def lt(a, b, cfg):
-    return compare(a, b, cfg, True, False)
+def lt(a, b, options):
+    return compare(a, b, options, True, False)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def le(a, b, cfg):
-    return compare(a, b, cfg, True, True)
+def le(a, b, options):
+    return compare(a, b, options, True, True)

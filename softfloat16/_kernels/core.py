@@ -4,11 +4,11 @@ Conventions (for all kernels):
 - A finite value is carried as ``(sign, exp, sig)`` meaning ``(-1)**sign * sig * 2**exp`` with
   ``sig`` a non-negative int64 below 2**62. Bits shifted out to the right are OR-ed ("jammed") into
   bit 0, so ``sig`` stays exact enough for correct rounding.
-- ``cfg`` is a tuple of ints describing one call:
-  (exponent_bits, fraction_bits, rounding, ftz, daz, tininess_before, nan_propagate, invalid_nan,
-  canonical_nan, src_exponent_bits, src_fraction_bits). The last two describe the input of a
-  conversion; other operations ignore them.
+- ``options`` is an :data:`Options` record describing one call, read by field name. The source
+  widths describe the input of a conversion; other operations ignore them.
 """
+from collections import namedtuple
+
 from numba import njit
 from numba.cpython.unsafe.numbers import leading_zeros
 
@@ -20,6 +20,19 @@ INEXACT, UNDERFLOW, OVERFLOW, DIVIDE_BY_ZERO, INVALID = 1, 2, 4, 8, 16
 
 # Operand classes returned by unpack.
 ZERO, FINITE, INF, NAN = 0, 1, 2, 3
+
+# Everything a kernel needs to know about one call besides its operands, all ints: Numba passes a
+# namedtuple of ints by value, reads its fields by name at no cost, and keys its disk cache on the
+# field types, the same in every process. Built by softfloat16.ops._config; loops.py replaces the
+# format widths (and, for default calls, the modes) by compile-time constants.
+Options = namedtuple("Options", (
+    "exponent_bits", "fraction_bits",  # the result's format
+    "rounding",  # a rounding-mode code above
+    "ftz", "daz", "tininess_before",  # 0 or 1 each
+    "nan_propagate",  # 1: a NaN result is the first NaN operand, quieted; 0: canonical_nan
+    "invalid_nan", "canonical_nan",  # bit patterns of the machine profile's NaNs
+    "src_exponent_bits", "src_fraction_bits",  # a conversion's source format; 0 otherwise
+))
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -79,13 +92,13 @@ def is_signaling_bits(bits, ebits, fbits):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def nan_result(a, b, c, count, cfg):
+def nan_result(a, b, c, count, options):
     """(bits, flags) of an operation with at least one NaN among its first ``count`` operands.
 
     The machine profile decides: propagate the first NaN operand quieted (ieee, x86), or return the
     profile's canonical NaN (riscv, cuda). A signaling NaN operand always raises INVALID.
     """
-    ebits, fbits = cfg[0], cfg[1]
+    ebits, fbits = options.exponent_bits, options.fraction_bits
     flags = 0
     if is_signaling_bits(a, ebits, fbits):
         flags = INVALID
@@ -93,8 +106,8 @@ def nan_result(a, b, c, count, cfg):
         flags = INVALID
     if count > 2 and is_signaling_bits(c, ebits, fbits):
         flags = INVALID
-    if cfg[6] == 0:
-        return cfg[8], flags
+    if not options.nan_propagate:
+        return options.canonical_nan, flags
     quiet = 1 << (fbits - 1)
     if is_nan_bits(a, ebits, fbits):
         return int(a) | quiet, flags
@@ -171,9 +184,10 @@ def round_pack(sign, exp, sig, ebits, fbits, rounding, ftz, tininess_before):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def round_pack_cfg(sign, exp, sig, cfg):
-    """round_pack with the format and mode taken from a cfg tuple."""
-    return round_pack(sign, exp, sig, cfg[0], cfg[1], cfg[2], cfg[3], cfg[5])
+def round_pack_options(sign, exp, sig, options):
+    """round_pack into the format, mode, ftz and tininess of an Options record."""
+    return round_pack(sign, exp, sig, options.exponent_bits, options.fraction_bits, options.rounding,
+                      options.ftz, options.tininess_before)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")

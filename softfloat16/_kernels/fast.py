@@ -159,20 +159,20 @@ def div_normal(a, b, ebits, fbits, rounding):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def add(a, b, cfg):
-    return add_normal(a, b, 0, cfg[0], cfg[1], cfg[2])
+def add(a, b, options):
+    return add_normal(a, b, 0, options.exponent_bits, options.fraction_bits, options.rounding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def sub(a, b, cfg):
-    return add_normal(a, b, 1, cfg[0], cfg[1], cfg[2])
+def sub(a, b, options):
+    return add_normal(a, b, 1, options.exponent_bits, options.fraction_bits, options.rounding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def mul(a, b, cfg):
-    return mul_normal(a, b, cfg[0], cfg[1], cfg[2])
+def mul(a, b, options):
+    return mul_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def div(a, b, cfg):
-    return div_normal(a, b, cfg[0], cfg[1], cfg[2])
+def div(a, b, options):
+    return div_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding)

@@ -1,9 +1,9 @@
 """Loops that map a scalar kernel over flat arrays, specialised per kernel and format.
 
 ``make_loop`` builds one Numba loop per (kernel, format widths): the kernel is inlined and the
-widths become compile-time constants, so the compiler folds every mask and bias. Rounding mode
-and the other options stay run-time values (the same for the whole array, so their branches predict
-perfectly). Loops are serial: results never depend on a thread count.
+widths become compile-time constants (:func:`with_constants`), so the compiler folds every mask
+and bias. Rounding mode and the other options stay run-time values (the same for the whole array,
+so their branches predict perfectly). Loops are serial: results never depend on a thread count.
 
 The closures capture only integers and find their kernel in the module-level ``KERNELS`` tuple:
 Numba keys its on-disk cache on the captured values, and integers (unlike function objects) give
@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from . import arith, convert, fast
+from .core import RNE, Options
 
 NAMES = ("add", "sub", "mul", "div", "eq", "lt", "le", "fma", "sqrt", "convert", "from_int", "to_float64_bits")
 # A namedtuple, not a plain tuple: Numba types a plain tuple of functions as a tuple of function
@@ -30,23 +31,54 @@ FAST = namedtuple("Fast", ("add", "sub", "mul", "div"))(fast.add, fast.sub, fast
 FAST_MAX_FRACTION_BITS = 23
 BLOCK = 256
 
+# The options a loop built with defaults=True takes as compile-time constants, and their values.
+DEFAULTS = namedtuple("Defaults", ("rounding", "ftz", "daz", "tininess_before"))(RNE, 0, 0, 0)
+
+
+def uses_defaults(options: Options) -> bool:
+    """Whether ``options`` has the DEFAULTS, so that a loop with them folded in applies.
+
+    >>> from softfloat16.ops import _config
+    >>> from softfloat16.formats import fp16
+    >>> uses_defaults(_config(fp16)), uses_defaults(_config(fp16, rounding="rtz"))
+    (True, False)
+    """
+    return all(getattr(options, name) == value for name, value in DEFAULTS._asdict().items())
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def with_constants(options, ebits, fbits, src_ebits, src_fbits, defaults):
+    """``options`` with a loop's compile-time constants in place of the run-time values: the format
+    widths, and the DEFAULTS when ``defaults``. Inlined into the loop, whose arguments here are
+    constants, so the compiler folds them through the inlined kernel."""
+    return Options(
+        exponent_bits=ebits, fraction_bits=fbits,
+        rounding=DEFAULTS.rounding if defaults else options.rounding,
+        ftz=DEFAULTS.ftz if defaults else options.ftz,
+        daz=DEFAULTS.daz if defaults else options.daz,
+        tininess_before=DEFAULTS.tininess_before if defaults else options.tininess_before,
+        nan_propagate=options.nan_propagate, invalid_nan=options.invalid_nan, canonical_nan=options.canonical_nan,
+        src_exponent_bits=src_ebits, src_fraction_bits=src_fbits,
+    )
+
 
 def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False, keep_flags=True):
-    """A compiled ``loop(*operands, out, flags, cfg)`` applying kernel ``name`` elementwise.
+    """A compiled ``loop(*operands, out, flags, options)`` applying kernel ``name`` elementwise.
 
-    ``defaults=True`` also folds in the default options (rne, no ftz, no daz, tininess after),
-    for the configuration where speed matters most; otherwise they are read from ``cfg``.
+    ``defaults=True`` also folds in the DEFAULTS (rne, no ftz, no daz, tininess after), for the
+    configuration where speed matters most (only for options that have them: see uses_defaults);
+    otherwise they are read from ``options``, a ``core.Options``.
     ``keep_flags=False`` leaves ``flags`` untouched, and the compiler drops the flag logic.
     """
     index = NAMES.index(name)
     arity = ARITY[name]
     if arity == 1:
         @njit(cache=True, error_model="numpy")
-        def loop1(a, out, flags, cfg):
+        def loop1(a, out, flags, options):
             kernel = KERNELS[index]
-            cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
+            options = with_constants(options, ebits, fbits, src_ebits, src_fbits, defaults)
             for i in range(out.size):
-                bits, fl = kernel(a[i], cfg)
+                bits, fl = kernel(a[i], options)
                 out[i] = bits
                 if keep_flags:
                     flags[i] = fl
@@ -55,17 +87,17 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False, keep
         fast_index = FAST._fields.index(name)
 
         @njit(cache=True, error_model="numpy")
-        def loop2_fast(a, b, out, flags, cfg):
+        def loop2_fast(a, b, out, flags, options):
             kernel = KERNELS[index]
             fast_kernel = FAST[fast_index]
-            cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
+            options = with_constants(options, ebits, fbits, src_ebits, src_fbits, defaults)
             ok = np.empty(BLOCK, np.bool_)
             # Per block: a branch-free pass over every element (vectorised), then, if it left any
             # unsettled, the general kernel on those, while they are still in cache.
             for start in range(0, out.size, BLOCK):
                 stop = min(start + BLOCK, out.size)
                 for i in range(start, stop):
-                    bits, fl, good = fast_kernel(a[i], b[i], cfg)
+                    bits, fl, good = fast_kernel(a[i], b[i], options)
                     out[i] = bits
                     if keep_flags:
                         flags[i] = fl
@@ -77,29 +109,29 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False, keep
                     continue
                 for i in range(start, stop):
                     if not ok[i - start]:
-                        bits, fl = kernel(a[i], b[i], cfg)
+                        bits, fl = kernel(a[i], b[i], options)
                         out[i] = bits
                         if keep_flags:
                             flags[i] = fl
         return loop2_fast
     if arity == 2:
         @njit(cache=True, error_model="numpy")
-        def loop2(a, b, out, flags, cfg):
+        def loop2(a, b, out, flags, options):
             kernel = KERNELS[index]
-            cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
+            options = with_constants(options, ebits, fbits, src_ebits, src_fbits, defaults)
             for i in range(out.size):
-                bits, fl = kernel(a[i], b[i], cfg)
+                bits, fl = kernel(a[i], b[i], options)
                 out[i] = bits
                 if keep_flags:
                     flags[i] = fl
         return loop2
 
     @njit(cache=True, error_model="numpy")
-    def loop3(a, b, c, out, flags, cfg):
+    def loop3(a, b, c, out, flags, options):
         kernel = KERNELS[index]
-        cfg = (ebits, fbits) + ((0, 0, 0, 0) if defaults else cfg[2:6]) + cfg[6:9] + (src_ebits, src_fbits)
+        options = with_constants(options, ebits, fbits, src_ebits, src_fbits, defaults)
         for i in range(out.size):
-            bits, fl = kernel(a[i], b[i], c[i], cfg)
+            bits, fl = kernel(a[i], b[i], c[i], options)
             out[i] = bits
             if keep_flags:
                 flags[i] = fl

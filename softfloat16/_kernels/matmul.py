@@ -14,16 +14,17 @@ A value in flight is ``(cls, sign, exp, sig)`` as :func:`core.unpack` returns it
 terms is +0. NaN results (a NaN operand, inf * 0, inf - inf) are the output format's default NaN
 (+qNaN with only the quiet bit set); payloads are not propagated.
 """
+from collections import namedtuple
+
 import numpy as np
 from numba import njit, prange
 
 from .arith import add_finite
-from .core import FINITE, INF, NAN, ZERO, round_pack, unpack
+from .core import FINITE, INF, NAN, RDN, ZERO, round_pack, unpack
 from .fast import add_normal, u32
+from .tensorcore import tensorcore_row
+from .unpacked import pack_result, product
 
-# Rounding-mode code of round-toward-negative (shared with softfloat16.rounding.Rounding.RDN):
-# the only mode in which an exact zero sum of opposite-signed terms is -0.
-_RDN = 4
 _MAX_DEPTH = 64  # pairwise partial sums on the stack: enough for k < 2**63
 
 
@@ -47,21 +48,6 @@ def unpack_matrix(bits, ebits, fbits):
 
 
 @njit(cache=True, inline="always")
-def product(cls_a, sign_a, exp_a, sig_a, cls_b, sign_b, exp_b, sig_b):
-    """The exact product of two unpacked values, as an unpacked value (int64 fields)."""
-    sign = int(sign_a) ^ int(sign_b)
-    if cls_a == FINITE and cls_b == FINITE:
-        return FINITE, sign, int(exp_a) + int(exp_b), int(sig_a) * int(sig_b)
-    if cls_a == NAN or cls_b == NAN:
-        return NAN, 0, 0, 0
-    if cls_a == INF or cls_b == INF:
-        if cls_a == ZERO or cls_b == ZERO:
-            return NAN, 0, 0, 0  # inf * 0
-        return INF, sign, 0, 0
-    return ZERO, sign, 0, 0
-
-
-@njit(cache=True, inline="always")
 def add_round(cls_x, sign_x, exp_x, sig_x, cls_y, sign_y, exp_y, sig_y, ebits, fbits, rounding):
     """x + y rounded once to the (ebits, fbits) format, as an unpacked value.
 
@@ -82,7 +68,7 @@ def add_round(cls_x, sign_x, exp_x, sig_x, cls_y, sign_y, exp_y, sig_y, ebits, f
         return INF, (sign_x if cls_x == INF else sign_y), 0, 0
     if cls_x == ZERO and cls_y == ZERO:
         same = sign_x == sign_y
-        return ZERO, (sign_x if same else int(rounding == _RDN)), 0, 0
+        return ZERO, (sign_x if same else int(rounding == RDN)), 0, 0  # -0 only when rounding down
     # One term is zero: the sum is the other one, rounded (an exact product may need it).
     if cls_x == ZERO:
         bits, _ = round_pack(sign_y, exp_y, sig_y, ebits, fbits, rounding, False, False)
@@ -91,24 +77,10 @@ def add_round(cls_x, sign_x, exp_x, sig_x, cls_y, sign_y, exp_y, sig_y, ebits, f
     return unpack(bits, ebits, fbits, False)
 
 
-@njit(cache=True, inline="always")
-def pack_result(cls, sign, exp, sig, ebits, fbits, rounding):
-    """Bits of an unpacked value rounded to the output format (the one final rounding)."""
-    sign_bit = sign << (ebits + fbits)
-    inf_bits = ((1 << ebits) - 1) << fbits
-    if cls == FINITE:
-        bits, _ = round_pack(sign, exp, sig, ebits, fbits, rounding, False, False)
-        return bits
-    if cls == ZERO:
-        return sign_bit
-    if cls == INF:
-        return sign_bit | inf_bits
-    return inf_bits | (1 << (fbits - 1))  # the default NaN
-
-
-@njit(cache=True, inline="always")
-def sequential_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
+@njit(cache=True, error_model="numpy")
+def sequential_row(a, bt, out, i, params):
     """Row i of the sequential kernel: out[i, j] = ((0 + p_0) + p_1) + ... + p_{k-1}."""
+    acc_ebits, acc_fbits, out_ebits, out_fbits, rounding = params
     cls_a, sign_a, exp_a, sig_a = a
     cls_b, sign_b, exp_b, sig_b = bt
     k = cls_a.shape[1]
@@ -141,8 +113,8 @@ def sequential_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, ro
         out[i, j] = pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
 
 
-@njit(cache=True, inline="always")
-def pairwise_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
+@njit(cache=True, error_model="numpy")
+def pairwise_row(a, bt, out, i, params):
     """Row i of the pairwise kernel: out[i, j] = the products summed as a binary tree, each +
     rounded to the accumulation format.
 
@@ -153,6 +125,7 @@ def pairwise_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, roun
     ``((p0 + p1) + (p2 + p3)) + ...``. Every + takes exact operands (products are not rounded
     before their first addition); k == 1 gives the rounded product, k == 0 gives +0.
     """
+    acc_ebits, acc_fbits, out_ebits, out_fbits, rounding = params
     cls_a, sign_a, exp_a, sig_a = a
     cls_b, sign_b, exp_b, sig_b = bt
     k = cls_a.shape[1]
@@ -198,41 +171,39 @@ def pairwise_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, roun
         out[i, j] = pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
 
 
-# Each policy comes as a serial kernel and a row-parallel one. Every output element is computed
-# by one thread in the same order either way, so the two give identical bits; the parallel one
-# only pays off for large products (starting threads costs more than a small matmul). The
-# arguments: ``a`` and ``bt``, the tuples of unpack_matrix for A (m, k) and B transposed (n, k);
-# ``out``, an (m, n) uint32 array for the output bit patterns; the accumulation and output
-# formats' widths; the rounding-mode code. (Folding formats and mode in as compile-time
-# constants, as loops.py does, was measured: no faster here, and more to compile.)
+# Each policy comes as a serial kernel and a row-parallel one, from make_matmul. Every output
+# element is computed by one thread in the same order either way, so the two give identical bits;
+# the parallel one only pays off for large products (starting threads costs more than a small
+# matmul). (Folding formats and mode in as compile-time constants, as loops.py does, was measured:
+# no faster here, and more to compile.) A namedtuple of the row functions, looked up by a captured
+# integer, keeps the closures' disk cache key the same in every process (as in loops.py).
+ROWS = namedtuple("Rows", ("sequential", "pairwise", "tensorcore"))(sequential_row, pairwise_row, tensorcore_row)
 
 
-@njit(cache=True, error_model="numpy")
-def matmul_sequential(a, bt, out, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
-    """out[i, j] = ((0 + p_0) + p_1) + ... + p_{k-1}, each + rounded to the accumulation format."""
-    for i in range(out.shape[0]):
-        sequential_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)
+def make_matmul(order, parallel):
+    """A compiled ``kernel(a, bt, out, *params)`` running ``ROWS.<order>`` on every row of ``out``.
+
+    ``a`` and ``bt``: the tuples of unpack_matrix for A (m, k) and B transposed (n, k); ``out``: an
+    (m, n) uint32 array for the output bit patterns; ``params``: the row's, for sequential and
+    pairwise the accumulation and output formats' widths and the rounding-mode code
+    ``(acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)``, for tensorcore the block size and
+    the adder's fraction bits before those. ``parallel`` spreads rows over threads (same bits).
+    """
+    index = ROWS._fields.index(order)
+    # Read in the body, so `parallel` is part of the closure and so of Numba's cache key, which
+    # ignores the decorator's options: else the serial and parallel builds would share an entry.
+    rows = prange if parallel else range
+
+    @njit(cache=True, parallel=parallel, error_model="numpy")
+    def kernel(a, bt, out, *params):
+        for i in rows(out.shape[0]):
+            ROWS[index](a, bt, out, i, params)  # looked up in the loop: a dispatcher in a local can't be cached
+    return kernel
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def matmul_sequential_parallel(a, bt, out, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
-    """matmul_sequential with rows spread over threads (same bits)."""
-    for i in prange(out.shape[0]):
-        sequential_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)
-
-
-@njit(cache=True, error_model="numpy")
-def matmul_pairwise(a, bt, out, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
-    """out[i, j] = the products summed as a binary tree (see pairwise_row)."""
-    for i in range(out.shape[0]):
-        pairwise_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def matmul_pairwise_parallel(a, bt, out, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
-    """matmul_pairwise with rows spread over threads (same bits)."""
-    for i in prange(out.shape[0]):
-        pairwise_row(a, bt, out, i, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)
+#: (serial, row-parallel) kernel of each order; both give the same bits.
+MATMUL = {order: (make_matmul(order, False), make_matmul(order, True)) for order in ROWS._fields}
+matmul_sequential = MATMUL["sequential"][0]  # the reference the lane kernel is held to
 
 
 # The sequential order in SIMD lanes. For inputs whose products are exact in the accumulation
@@ -284,7 +255,7 @@ def mac_lane(acc, a, b, ebits, fbits, in_fbits, rounding):
     acc_zero = u32(acc & magnitude) == u32(0)
     # Zero terms, by IEEE's rules: acc + 0 = acc, 0 + p = p, and 0 + 0 is -0 only if both are
     # (or, rounding down, if either is).
-    zero_sum = u32(acc & product) if rounding != _RDN else u32(acc | product)
+    zero_sum = u32(acc & product) if rounding != RDN else u32(acc | product)
     total = acc if product_zero else total
     total = zero_sum if product_zero and acc_zero else total
     total = product if acc_zero and not product_zero else total
@@ -359,6 +330,8 @@ def make_sequential_lanes(in_ebits, in_fbits, acc_ebits, acc_fbits, out_ebits, o
     loops.py): the lane arithmetic then has constant masks and shifts, which more than doubles its
     speed. ``parallel`` spreads rows over threads (same bits).
     """
+    rows = prange if parallel else range  # in the closure, hence in the cache key: see make_matmul
+
     @njit(cache=True, parallel=parallel, error_model="numpy")
     def kernel(a_bits, b_bits, out):
         m, k = a_bits.shape
@@ -371,7 +344,7 @@ def make_sequential_lanes(in_ebits, in_fbits, acc_ebits, acc_fbits, out_ebits, o
         for t in range(k):
             for j in range(n):
                 b_blocks[j // LANES, t, j % LANES] = widen(b_bits[t, j], in_ebits, in_fbits, acc_ebits, acc_fbits)
-        for i in prange(m):
+        for i in rows(m):
             sequential_lanes_row(a_wide, b_blocks, a_bits, b_bits, out, i, in_ebits, in_fbits, acc_ebits,
                                  acc_fbits, out_ebits, out_fbits, rounding)
     return kernel

@@ -17,12 +17,12 @@ is +0. The finished accumulator is rounded once more, to the output format, with
 rounding mode (the epilogue's conversion). Specials follow IEEE: a NaN term, inf - inf or
 inf * 0 give NaN, an infinite term gives that infinity; a block that sums to exactly zero gives
 +0 (-0 only when every term is -0); an overflowing block follows round-toward-zero (largest
-finite value). The kernels share ``unpack_matrix``'s operand layout with ``matmul.py``.
+finite value). ``tensorcore_row`` runs in matmul.py's kernels (``make_matmul``), on its operand layout.
 """
-from numba import njit, prange
+from numba import njit
 
 from .core import FINITE, INF, NAN, RTZ, ZERO, msb_index, round_pack, unpack
-from .matmul import pack_result, product
+from .unpacked import pack_result, product
 
 
 @njit(cache=True, inline="always")
@@ -92,9 +92,13 @@ def block_fma(c_cls, c_sign, c_exp, c_sig, a, bt, i, j, start, stop, frac_bits, 
     return unpack(bits, acc_ebits, acc_fbits, False)
 
 
-@njit(cache=True, inline="always")
-def tensorcore_row(a, bt, out, i, block, frac_bits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
-    """Row i: out[i, j] = the blocks of products folded into an accumulator, then one rounding."""
+@njit(cache=True, error_model="numpy")
+def tensorcore_row(a, bt, out, i, params):
+    """Row i: out[i, j] = the blocks of products folded into an accumulator, then one rounding.
+
+    The kernel is ``matmul.MATMUL["tensorcore"]``; ``params`` are (block size, fraction bits the
+    adder keeps, accumulation and output formats' widths, rounding-mode code)."""
+    block, frac_bits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding = params
     k = a[0].shape[1]
     for j in range(bt[0].shape[0]):
         cls, sign, exp, sig = ZERO, 0, 0, 0
@@ -103,18 +107,3 @@ def tensorcore_row(a, bt, out, i, block, frac_bits, acc_ebits, acc_fbits, out_eb
                 cls, sign, exp, sig, a, bt, i, j, start, min(start + block, k), frac_bits, acc_ebits, acc_fbits
             )
         out[i, j] = pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
-
-
-@njit(cache=True, error_model="numpy")
-def matmul_tensorcore(a, bt, out, block, frac_bits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
-    """out = a @ b under the tensor-core model (arguments as matmul.matmul_sequential, plus the
-    block size and the number of fraction bits the adder keeps)."""
-    for i in range(out.shape[0]):
-        tensorcore_row(a, bt, out, i, block, frac_bits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def matmul_tensorcore_parallel(a, bt, out, block, frac_bits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding):
-    """matmul_tensorcore with rows spread over threads (same bits)."""
-    for i in prange(out.shape[0]):
-        tensorcore_row(a, bt, out, i, block, frac_bits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)

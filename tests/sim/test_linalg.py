@@ -3,12 +3,11 @@
 - FP16 inputs: every product of two FP16 values is exact in float32, so a numpy float32 loop
   ``acc = acc + a*b`` over k is exactly "exact products, sequential FP32 accumulation" (RNE),
   and numpy's float32 -> float16 conversion gives the final rounding.
-- Other inputs, orders and modes: exact rationals (fractions.Fraction), rounded by a small
-  routine written here from the definition of the formats.
+- Other inputs, orders and modes: exact rationals (fractions.Fraction), rounded by
+  ``softfloat16.exact`` (written from the definition of the formats, apart from the kernels).
 """
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
@@ -16,29 +15,17 @@ import pytest
 
 import softfloat16 as sf
 import softfloat16.linalg as linalg
+from softfloat16 import exact
 
 FORMATS = {"fp16": (5, 10), "bf16": (8, 7), "fp32": (8, 23)}
 
 
 def round_to(x: Fraction, ebits: int, fbits: int, mode: str = "rne") -> Fraction | float:
-    """x rounded to the binary format (gradual underflow; overflow to inf, or max under rtz)."""
-    if x == 0:
-        return Fraction(0)
-    sign, a = (-1 if x < 0 else 1), abs(x)
-    bias = (1 << (ebits - 1)) - 1
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    e = max(e, 1 - bias)
-    quantum = Fraction(2) ** (e - fbits)
-    q, rem = divmod(a, quantum)
-    if mode == "rne" and (rem > quantum / 2 or (rem == quantum / 2 and q % 2 == 1)):
-        q += 1
-    value = q * quantum
-    max_finite = (2 - Fraction(2) ** -fbits) * Fraction(2) ** bias
-    if value > max_finite:
-        return sign * (math.inf if mode == "rne" else max_finite)
-    return sign * value
+    """x rounded to the binary format of these widths by softfloat16.exact (gradual underflow;
+    overflow to inf, or max under rtz): a Fraction, or +-inf as a float."""
+    fmt = sf.Format(f"e{ebits}m{fbits}", ebits, fbits, np.uint32)
+    bits, _ = exact.round_fraction(x, fmt, mode)
+    return fmt.value(bits)
 
 
 def values(bits: np.ndarray, fmt: sf.Format) -> list[list[Fraction]]:
