@@ -1,5 +1,7 @@
 """What every ``python -m sim`` command shares on its command line: value types whose errors say
-what is wrong in the user's terms, the usage error, and output paths checked before any work.
+what is wrong in the user's terms, the usage error, output paths checked before any work, and the
+training flags (:func:`add_train_arguments`: one flag per :class:`~sim.config.TrainConfig` field,
+declared once for ``sim train``, ``sim crosscheck`` and whoever else runs a training config).
 
 A value type raises ``argparse.ArgumentTypeError``, so argparse reports
 ``argument --lr: must be a positive finite number, got 'abc'`` (a plain ValueError would make it
@@ -9,15 +11,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from sim.config import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig
 
 __all__ = [
-    "UsageError", "check_output_dir", "check_writable", "momentum", "non_negative_float", "non_negative_int",
-    "output_dir", "positive_float", "positive_int",
+    "TRAIN_FIELDS", "UsageError", "add_train_arguments", "check_output_dir", "check_writable", "given_train_fields",
+    "layer_widths", "momentum", "non_negative_float", "non_negative_int", "output_dir", "positive_float",
+    "positive_int", "train_config",
 ]
 
 
@@ -82,6 +90,95 @@ def momentum(text: str) -> float:
     if value >= 1.0:
         raise argparse.ArgumentTypeError(f"must be a number with 0 <= M < 1, got {text}")
     return value
+
+
+def layer_widths(text: str) -> tuple[int, ...]:
+    """Comma-separated positive layer widths.
+
+    >>> layer_widths("128,64")
+    (128, 64)
+    """
+    try:
+        widths = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated layer widths, got {text!r}") from None
+    if not widths or min(widths) < 1:
+        raise argparse.ArgumentTypeError(f"layer widths must be positive, got {text!r}")
+    return widths
+
+
+#: Every TrainConfig field, which is also the argparse destination of its flag.
+TRAIN_FIELDS = tuple(field.name for field in dataclasses.fields(TrainConfig))
+
+
+def add_train_arguments(parser: argparse.ArgumentParser | Any, steps_default: int = 500) -> None:
+    """Declare the training flags on ``parser`` (a parser or an argument group), one per
+    :class:`~sim.config.TrainConfig` field. Defaults are None, so that :func:`given_train_fields`
+    can tell the flags given from those left out (``--resume``, ``--against`` need that);
+    ``steps_default`` only shows in the help.
+
+    >>> parser = argparse.ArgumentParser()
+    >>> add_train_arguments(parser)
+    >>> given_train_fields(parser.parse_args(["--optimizer", "adam", "--hidden", "16,8"]))
+    {'optimizer': 'adam', 'hidden': (16, 8)}
+    """
+    add = parser.add_argument
+    add("--precision", choices=tuple(PRECISIONS), help="compute format (default fp16)")
+    add("--loss-scale", choices=LOSS_SCALES, help="loss scaling (default: dynamic for fp16, none otherwise)")
+    add("--scale", type=positive_float, metavar="S", help="the static scale, or the initial dynamic scale "
+        "(default 65536)")
+    add("--growth-interval", type=positive_int, metavar="N",
+        help="dynamic scaling: clean steps before the scale doubles (default 2000)")
+    add("--no-master-weights", dest="master_weights", action="store_const", const=False,
+        help="keep weights and optimizer in the compute format (no FP32 master copy)")
+    add("--clip", type=positive_float, metavar="C", help="clip the global gradient norm to C")
+    add("--clip-before-unscale", action="store_const", const=True,
+        help="clip the still-scaled gradients (the classic bug, on purpose)")
+    add("--optimizer", choices=OPTIMIZERS, help="default sgd (momentum 0.9)")
+    add("--lr", type=positive_float, help="learning rate (default 0.05 for sgd, 1e-3 for adam)")
+    add("--momentum", type=momentum, metavar="M", help="sgd momentum, 0 <= M < 1 (default 0.9)")
+    add("--weight-decay", type=non_negative_float, metavar="W",
+        help="L2 weight decay added to the gradient, as torch's SGD and Adam (default 0)")
+    add("--steps", type=non_negative_int, metavar="N", help=f"total steps (default {steps_default})")
+    add("--batch-size", type=positive_int, metavar="B", help="default 32")
+    add("--seed", type=non_negative_int, metavar="S", help="weights and data order (default 0)")
+    add("--data", choices=DATASETS, help="digits (default) or a small synthetic set")
+    add("--hidden", type=layer_widths, metavar="W1,W2,...", help="hidden layer widths (default 128,128,128)")
+
+
+def given_train_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The TrainConfig fields set on the command line (see :func:`add_train_arguments`)."""
+    return {field: getattr(args, field) for field in TRAIN_FIELDS if getattr(args, field, None) is not None}
+
+
+# ValueError wording of TrainConfig -> the flag a user typed.
+_FLAG_WORDS = (("static loss scaling", "--loss-scale static"), ("clip_before_unscale", "--clip-before-unscale"))
+
+
+def train_config(given: Mapping[str, Any], base: TrainConfig | None = None) -> TrainConfig:
+    """``base`` (default: TrainConfig()) with the ``given`` fields replaced, resolved; UsageError
+    naming the flags at fault for an impossible combination, or for a flag that does not apply
+    (``--growth-interval`` without dynamic scaling, ``--momentum`` with Adam).
+
+    >>> train_config({"optimizer": "adam", "momentum": 0.5})
+    Traceback (most recent call last):
+    sim.arguments.UsageError: --momentum only applies to --optimizer sgd, not adam
+    """
+    config = dataclasses.replace(base if base is not None else TrainConfig(), **given)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # notes and warnings are the caller's to print
+            config = config.resolved()
+    except ValueError as error:
+        message = str(error)
+        for words, flag in _FLAG_WORDS:
+            message = message.replace(words, flag)
+        raise UsageError(message) from None
+    if "growth_interval" in given and config.loss_scale != "dynamic":
+        raise UsageError(f"--growth-interval only applies to --loss-scale dynamic, not {config.loss_scale}")
+    if "momentum" in given and config.optimizer != "sgd":
+        raise UsageError(f"--momentum only applies to --optimizer sgd, not {config.optimizer}")
+    return config
 
 
 def _probe(directory: str) -> None:

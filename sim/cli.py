@@ -20,33 +20,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from sim.arguments import (
-    UsageError, check_writable, momentum, non_negative_float, non_negative_int, positive_float, positive_int,
-)
+from tqdm import tqdm
+
+from sim.arguments import UsageError, add_train_arguments, check_writable, given_train_fields, train_config
 from sim.checkpoint import CheckpointError, load_checkpoint
 from sim.diagnostics import StepRecord
-from sim.train import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig, Trainer
+from sim.train import TrainConfig, Trainer
 
 __all__ = ["main", "parse_arguments"]
-
-# argparse destination -> TrainConfig field, for flags whose names differ.
-_FIELDS = {
-    "precision": "precision",
-    "loss_scale": "loss_scale",
-    "scale": "scale",
-    "growth_interval": "growth_interval",
-    "master_weights": "master_weights",
-    "clip": "clip",
-    "clip_before_unscale": "clip_before_unscale",
-    "optimizer": "optimizer",
-    "lr": "lr",
-    "momentum": "momentum",
-    "weight_decay": "weight_decay",
-    "steps": "steps",
-    "batch_size": "batch_size",
-    "seed": "seed",
-    "data": "data",
-}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,28 +41,7 @@ def _parser() -> argparse.ArgumentParser:
         help="train the MLP on the digits data with a precision recipe",
         description="Train an MLP with every arithmetic operation emulated bit-exactly.",
     )
-    # Defaults are None so that --resume can tell given flags from left-out ones.
-    train.add_argument("--precision", choices=tuple(PRECISIONS), help="compute format (default fp16)")
-    train.add_argument("--loss-scale", choices=LOSS_SCALES,
-                       help="loss scaling (default: dynamic for fp16, none otherwise)")
-    train.add_argument("--scale", type=positive_float, metavar="S",
-                       help="the static scale, or the initial dynamic scale (default 65536)")
-    train.add_argument("--growth-interval", type=positive_int, metavar="N",
-                       help="dynamic scaling: clean steps before the scale doubles (default 2000)")
-    train.add_argument("--no-master-weights", dest="master_weights", action="store_const", const=False,
-                       help="keep weights and optimizer in the compute format (no FP32 master copy)")
-    train.add_argument("--clip", type=positive_float, metavar="C", help="clip the global gradient norm to C")
-    train.add_argument("--clip-before-unscale", action="store_const", const=True,
-                       help="clip the still-scaled gradients (the classic bug, on purpose)")
-    train.add_argument("--optimizer", choices=OPTIMIZERS, help="default sgd (momentum 0.9)")
-    train.add_argument("--lr", type=positive_float, help="learning rate (default 0.05 for sgd, 1e-3 for adam)")
-    train.add_argument("--momentum", type=momentum, metavar="M", help="sgd momentum, 0 <= M < 1 (default 0.9)")
-    train.add_argument("--weight-decay", type=non_negative_float, metavar="W",
-                       help="L2 weight decay added to the gradient, as torch's SGD and Adam (default 0)")
-    train.add_argument("--steps", type=non_negative_int, metavar="N", help="total steps (default 500)")
-    train.add_argument("--batch-size", type=positive_int, metavar="B", help="default 32")
-    train.add_argument("--seed", type=non_negative_int, metavar="S", help="weights and data order (default 0)")
-    train.add_argument("--data", choices=DATASETS, help="digits (default) or a small synthetic set")
+    add_train_arguments(train)
     train.add_argument("--json", metavar="PATH", help="write the run's report as JSON")
     train.add_argument("--checkpoint", metavar="PATH", help="save the state here (every 100 steps and at the end)")
     train.add_argument("--resume", metavar="PATH", help="continue from a checkpoint")
@@ -100,9 +60,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]:
-    given = {field: getattr(args, dest) for dest, field in _FIELDS.items() if getattr(args, dest) is not None}
+    given = given_train_fields(args)
     if args.resume is None:
-        return _checked(TrainConfig(**given), given), None
+        return train_config(given), None
     try:
         _, meta = load_checkpoint(args.resume)
         saved = TrainConfig.from_dict(meta["config"])
@@ -112,32 +72,12 @@ def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]
         raise UsageError(f"--resume: not a checkpoint: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
         raise UsageError(f"--resume: {args.resume} is not a training checkpoint ({error})") from None
-    config = _checked(TrainConfig(**{**saved.to_dict(), "hidden": saved.hidden, **given}), given)
+    config = train_config(given, base=saved)
     try:
         trainer = Trainer.resume(args.resume, config)
     except (ValueError, OSError) as error:
         raise UsageError(f"--resume: {error}") from None
     return config, trainer
-
-
-def _checked(config: TrainConfig, given: dict[str, Any]) -> TrainConfig:
-    """The config resolved, or a UsageError naming the flags at fault (``given``: the fields set
-    on the command line)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            config = config.resolved()
-    except ValueError as error:
-        message = str(error)
-        for field, flag in (("static loss scaling", "--loss-scale static"),
-                            ("clip_before_unscale", "--clip-before-unscale")):
-            message = message.replace(field, flag)
-        raise UsageError(message) from None
-    if "growth_interval" in given and config.loss_scale != "dynamic":
-        raise UsageError(f"--growth-interval only applies to --loss-scale dynamic, not {config.loss_scale}")
-    if "momentum" in given and config.optimizer != "sgd":
-        raise UsageError(f"--momentum only applies to --optimizer sgd, not {config.optimizer}")
-    return config
 
 
 def _write_json(path: str, document: dict[str, Any]) -> None:
@@ -156,30 +96,22 @@ def _write_json(path: str, document: dict[str, Any]) -> None:
 
 
 class _Progress:
-    """A one-line progress bar on a terminal; silent otherwise."""
+    """The run's progress on ``stream``: a tqdm bar on a terminal (loss, scale, skipped steps so
+    far), nothing otherwise (a log stays clean)."""
 
     def __init__(self, start: int, total: int, stream: TextIO) -> None:
-        self.start, self.total, self.stream = start, total, stream
-        self.enabled = stream.isatty() and total > start
-        self.began = time.perf_counter()
+        self.skipped = 0
+        self.bar = tqdm(initial=start, total=total, unit="step", file=stream, dynamic_ncols=True,
+                        disable=not stream.isatty() or total <= start)
 
     def __call__(self, record: StepRecord) -> None:
-        if not self.enabled:
-            return
-        done = record.step + 1
-        width = 30
-        filled = width * done // self.total
-        elapsed = time.perf_counter() - self.began
-        rate = (done - self.start) / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - done) / rate if rate > 0 else 0.0
-        self.stream.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
-            f"loss {record.loss:.4f} scale {record.scale:g}{' skip' if record.skipped else '     '} "
-            f"eta {eta:4.0f}s"
-        )
-        self.stream.flush()
-        if done == self.total:
-            self.stream.write("\n")
+        self.skipped += record.skipped
+        self.bar.set_postfix_str(f"loss {record.loss:.4f} scale {record.scale:g} skipped {self.skipped}",
+                                 refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -194,16 +126,20 @@ def _train(args: argparse.Namespace) -> int:
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
     start = time.perf_counter()
+    progress = _Progress(trainer.step, config.steps, sys.stderr)
     try:
-        trainer.run(on_step=_Progress(trainer.step, config.steps, sys.stderr), checkpoint=args.checkpoint)
+        trainer.run(on_step=progress, checkpoint=args.checkpoint)
     except KeyboardInterrupt:
+        progress.close()
         saved = f"; state saved to {args.checkpoint} (resume with --resume)" if args.checkpoint else ""
-        print(f"\ninterrupted at step {trainer.step}{saved}", file=sys.stderr)
+        print(f"interrupted at step {trainer.step}{saved}", file=sys.stderr)
         return 130
     except OSError as error:  # checked writable at the start; the disk may still fill up
         if args.checkpoint is None:
             raise
         raise UsageError(f"--checkpoint: cannot write {args.checkpoint}: {error.strerror or error}") from None
+    finally:
+        progress.close()
     summary = trainer.summary(wall_seconds=time.perf_counter() - start)
     if args.json is not None:
         try:

@@ -8,12 +8,17 @@
 - :class:`Log2Histogram`: magnitudes binned by ``floor(log2|x|)``, read exactly from the binary
   exponent, for the report's pictures of where gradients and update ratios fall.
 
+The measurements are observers of the training step: :meth:`sim.train.Trainer.train_step` runs
+the recipe and hands a :class:`StepDetail` to its :class:`RunLog` (which measures the step into a
+:class:`StepRecord`) and then to ``Trainer.observers`` (the report's collector, say).
+
 Counting reads bit fields, or exact float64 values of bit patterns (``to_float``), so it adds no
 rounding of its own and never feeds back into training.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -21,11 +26,14 @@ from typing import Any
 import numpy as np
 
 import softfloat16 as sf
+from sim.tensor import Tensor, gradients
 
 __all__ = [
     "Log2Histogram",
     "RunLog",
+    "StepDetail",
     "StepRecord",
+    "accuracy",
     "count_nonfinite",
     "count_subnormal",
     "count_swallowed",
@@ -33,16 +41,6 @@ __all__ = [
     "half_ulp",
     "log2_floor",
 ]
-
-
-def _fields(bits: np.ndarray, fmt: sf.Format) -> tuple[np.ndarray, np.ndarray]:
-    """(biased exponent field, fraction field) as int64 arrays."""
-    bits = np.asarray(bits).astype(np.int64)
-    return (bits >> fmt.fraction_bits) & ((1 << fmt.exponent_bits) - 1), bits & ((1 << fmt.fraction_bits) - 1)
-
-
-def _is_zero(bits: np.ndarray, fmt: sf.Format) -> np.ndarray:
-    return (np.asarray(bits).astype(np.int64) & ((1 << (fmt.width - 1)) - 1)) == 0
 
 
 def count_underflow(low: np.ndarray, low_fmt: sf.Format, reference: np.ndarray, reference_fmt: sf.Format) -> int:
@@ -53,7 +51,7 @@ def count_underflow(low: np.ndarray, low_fmt: sf.Format, reference: np.ndarray, 
     >>> count_underflow(low, sf.fp16, sf.fp32.from_float(np.array([1e-9, 0.0, 1.0])), sf.fp32)
     1
     """
-    return int(np.count_nonzero(_is_zero(low, low_fmt) & ~_is_zero(reference, reference_fmt)))
+    return int(np.count_nonzero(low_fmt.is_zero(low) & ~reference_fmt.is_zero(reference)))
 
 
 def count_subnormal(bits: np.ndarray, fmt: sf.Format) -> int:
@@ -63,8 +61,7 @@ def count_subnormal(bits: np.ndarray, fmt: sf.Format) -> int:
     >>> count_subnormal(sf.fp16.from_float([2.0**-20, 2.0**-14, 0.0]), sf.fp16)
     1
     """
-    exponent, fraction = _fields(bits, fmt)
-    return int(np.count_nonzero((exponent == 0) & (fraction != 0)))
+    return int(np.count_nonzero(fmt.is_subnormal(bits)))
 
 
 def count_nonfinite(bits: np.ndarray, fmt: sf.Format) -> int:
@@ -74,8 +71,7 @@ def count_nonfinite(bits: np.ndarray, fmt: sf.Format) -> int:
     >>> count_nonfinite(sf.fp16.from_float(np.array([np.inf, np.nan, 65504.0])), sf.fp16)
     2
     """
-    exponent, _ = _fields(bits, fmt)
-    return int(np.count_nonzero(exponent == (1 << fmt.exponent_bits) - 1))
+    return int(np.count_nonzero(~fmt.is_finite(bits)))
 
 
 def half_ulp(bits: np.ndarray, fmt: sf.Format) -> np.ndarray:
@@ -86,7 +82,7 @@ def half_ulp(bits: np.ndarray, fmt: sf.Format) -> np.ndarray:
     >>> half_ulp(sf.fp16.from_float([1.0, 1.5, 0.0]), sf.fp16).tolist()
     [0.00048828125, 0.00048828125, 2.9802322387695312e-08]
     """
-    exponent, _ = _fields(bits, fmt)
+    exponent = fmt.fields(bits)[1].astype(np.int64)  # signed: the subtraction below must not wrap
     return np.ldexp(1.0, np.maximum(exponent, 1) - fmt.bias - fmt.fraction_bits - 1)
 
 
@@ -103,8 +99,7 @@ def count_swallowed(
     """
     values = np.abs(np.asarray(fmt.to_float(updates), dtype=np.float64))
     weights_c = weights if compute is fmt else np.asarray(sf.convert(weights, src=fmt, dst=compute))
-    exponent, _ = _fields(weights_c, compute)
-    finite_weight = exponent != (1 << compute.exponent_bits) - 1
+    finite_weight = compute.is_finite(weights_c)
     swallowed = (values > 0) & np.isfinite(values) & finite_weight & (values < half_ulp(weights_c, compute))
     return int(np.count_nonzero(swallowed))
 
@@ -127,12 +122,95 @@ class StepRecord:
     nonfinite_grads: int
 
 
+def accuracy(logits: Tensor, labels: np.ndarray) -> float:
+    """Share of rows whose largest logit (first on ties) is the label; a NaN row counts wrong.
+
+    >>> logits = Tensor.from_float(np.array([[0.0, 1.0], [2.0, 1.0], [np.nan, 0.0]]), sf.fp32)
+    >>> accuracy(logits, np.array([1, 1, 1]))
+    0.3333333333333333
+    """
+    values = logits.value()
+    if values.shape[0] == 0:
+        return 0.0
+    correct = (np.argmax(values, axis=1) == labels) & ~np.isnan(values).any(axis=1)
+    return float(np.count_nonzero(correct)) / values.shape[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepDetail:
+    """Everything one training step computed, handed to the run log and then to
+    ``Trainer.observers`` after the step.
+
+    Bit arrays, shared with the trainer: observers read them and never write. ``grads_low`` are
+    the compute-format gradients of ``scaled_loss`` (``loss * loss_scale``); ``updates`` (what the
+    optimizer subtracted, in ``param_format``) and ``params_after`` are None on a skipped step;
+    ``grad_norm`` / ``grad_norm_clipped`` are FP32 bits. ``loss``, ``scaled_loss`` and ``leaves``
+    (the compute-format parameters) keep the step's graph, so an observer can run another backward
+    pass on it. Measured on first use, once: :attr:`grads_reference` and :attr:`record`.
+    """
+
+    step: int
+    loss: Tensor
+    scaled_loss: Tensor
+    logits: Tensor
+    labels: np.ndarray
+    leaves: list[Tensor]
+    loss_scale: np.float32
+    compute: sf.Format
+    param_format: sf.Format
+    grads_low: list[np.ndarray]
+    grad_norm: np.ndarray
+    grad_norm_clipped: np.ndarray
+    clipped: bool
+    skipped: bool
+    params_before: list[np.ndarray]
+    updates: list[np.ndarray] | None
+    params_after: list[np.ndarray] | None
+
+    @functools.cached_property
+    def grads_reference(self) -> list[np.ndarray]:
+        """The same backward as ``grads_low`` in FP32, from the same forward values (for an fp32
+        run, the gradients themselves)."""
+        if self.compute is sf.fp32:
+            return self.grads_low
+        return gradients(self.scaled_loss, self.leaves, promote_to=sf.fp32)
+
+    @functools.cached_property
+    def record(self) -> StepRecord:
+        """The step measured for the run log: loss, accuracy, scale, norms, and per layer the
+        underflowed gradient entries and swallowed updates."""
+        f32, compute, layers = sf.fp32, self.compute, range(0, len(self.leaves), 2)
+        underflow = [0 for _ in layers]
+        if compute is not f32:
+            underflow = [sum(count_underflow(self.grads_low[j], compute, self.grads_reference[j], f32)
+                             for j in (i, i + 1)) for i in layers]
+        swallowed = [0 for _ in layers]
+        if self.updates is not None:
+            swallowed = [sum(count_swallowed(self.updates[j], self.params_before[j], self.param_format, compute)
+                             for j in (i, i + 1)) for i in layers]
+        return StepRecord(
+            step=self.step,
+            loss=float(f32.to_float(self.loss.data)),
+            accuracy=accuracy(self.logits, self.labels),
+            scale=float(self.loss_scale),
+            skipped=bool(self.skipped),
+            grad_norm=float(f32.to_float(self.grad_norm)),
+            grad_norm_clipped=float(f32.to_float(self.grad_norm_clipped)),
+            clipped=self.clipped,
+            underflow=underflow,
+            swallowed=swallowed,
+            subnormal_grads=sum(count_subnormal(g, compute) for g in self.grads_low),
+            nonfinite_grads=sum(count_nonfinite(g, compute) for g in self.grads_low),
+        )
+
+
 def _json_float(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
 class RunLog:
-    """The per-step records of a run, and the summaries the JSON output reports.
+    """The per-step records of a run, and the summaries the JSON output reports. An observer of
+    the training step: called with a :class:`StepDetail`, it appends the step's record.
 
     ``entries``: the number of gradient entries of each layer (weight and bias together).
 
@@ -147,6 +225,9 @@ class RunLog:
         self.layer_names = list(layer_names)
         self.entries = [int(e) for e in entries]
         self.records: list[StepRecord] = []
+
+    def __call__(self, detail: StepDetail) -> None:
+        self.append(detail.record)
 
     def append(self, record: StepRecord) -> None:
         self.records.append(record)

@@ -19,13 +19,19 @@ import softfloat16 as sf
 
 __all__ = ["FIGURES", "make_figures", "scale_window"]
 
-FP16_MAX_LOG2 = math.log2(65504.0)
+
+
+def _largest_log2(fmt: sf.Format) -> float:
+    return math.log2(float(fmt.value(fmt.max_finite)))
+
+
+FP16_MAX = float(sf.fp16.value(sf.fp16.max_finite))  # 65504
+FP16_MAX_LOG2 = _largest_log2(sf.fp16)
+FP16_SUBNORMAL, FP16_NORMAL = sf.fp16.min_subnormal_exponent, sf.fp16.emin  # -24, -14
+FP16_ZERO_BELOW = FP16_SUBNORMAL - 1  # below half the smallest subnormal, a value rounds to zero
 # (name, smallest subnormal, smallest normal, largest finite) as log2 values
-FORMATS = (
-    ("FP32", -149, -126, math.log2(3.4028234663852886e38)),
-    ("BF16", -133, -126, math.log2(3.3895313892515355e38)),
-    ("FP16", -24, -14, FP16_MAX_LOG2),
-)
+FORMATS = tuple((name, fmt.min_subnormal_exponent, fmt.emin, _largest_log2(fmt))
+                for name, fmt in (("FP32", sf.fp32), ("BF16", sf.bf16), ("FP16", sf.fp16)))
 COLORS = {"FP32": "#1f77b4", "BF16": "#2ca02c", "FP16": "#ff7f0e"}
 # Figure c's accuracy axis is broken here: above, the runs that train, at full resolution; below,
 # everything else (run 6 near chance, run 8a's first evaluations), so every point is on the chart.
@@ -88,7 +94,7 @@ def figure_number_line(document: dict[str, Any], path: str) -> Any:
                     y = len(layers) - 1 - index
                     axis.bar(exponents + 0.5, 0.85 * counts / counts.max(), width=1.0, bottom=y - 0.4,
                              color="#555555", alpha=0.8)
-        for x, style in ((-24, ":"), (-14, "--")):
+        for x, style in ((FP16_SUBNORMAL, ":"), (FP16_NORMAL, "--")):
             axis.axvline(x, color=COLORS["FP16"], linestyle=style, linewidth=1)
         axis.set_xlim(low, high)
         axis.set_yticks(list(rows.values()) + list(range(len(layers))))
@@ -123,16 +129,16 @@ def figure_gradient_histograms(document: dict[str, Any], path: str) -> Any:
             continue
         exponents, counts = _histogram(run["diagnostics"]["grad_histograms"][index])
         total = counts.sum()
-        axis.axvspan(-60, -25, color="#dddddd")
-        axis.axvspan(-25, -14, color="#f3e3cf")
+        axis.axvspan(-60, FP16_ZERO_BELOW, color="#dddddd")
+        axis.axvspan(FP16_ZERO_BELOW, FP16_NORMAL, color="#f3e3cf")
         axis.axvspan(FP16_MAX_LOG2, 40, color="#f6cccc")
         below = []
         for offset, color, _ in curves:
-            below.append(counts[exponents + offset < -25].sum() / total if total else 0.0)
+            below.append(counts[exponents + offset < FP16_ZERO_BELOW].sum() / total if total else 0.0)
             axis.stairs(counts, np.append(exponents, exponents[-1] + 1) + offset if counts.size else [0],
                         color=color, linewidth=1.5)
-        axis.axvline(-24, color="#444444", linestyle=":", linewidth=1)
-        axis.axvline(-14, color="#444444", linestyle="--", linewidth=1)
+        axis.axvline(FP16_SUBNORMAL, color="#444444", linestyle=":", linewidth=1)
+        axis.axvline(FP16_NORMAL, color="#444444", linestyle="--", linewidth=1)
         axis.axvline(FP16_MAX_LOG2, color="#aa0000", linewidth=1)
         axis.set_xlim(-50, 20)
         axis.set_yscale("log")
@@ -224,8 +230,8 @@ def scale_window(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     diagnostics = run["diagnostics"]
     largest, p01 = _values(diagnostics["grad_max"]), _values(diagnostics["grad_log2_p01"])
     with np.errstate(divide="ignore", invalid="ignore"):
-        top = np.floor(np.log2(65504.0 / largest))
-    return -25.0 - p01, top
+        top = np.floor(np.log2(FP16_MAX / largest))
+    return FP16_ZERO_BELOW - p01, top
 
 
 def _draw_scale_window(axis: Any, run: dict[str, Any]) -> None:

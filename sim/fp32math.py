@@ -27,20 +27,29 @@ exact bit manipulation (splitting exponent and significand, building powers of t
 
 Measured error (tests/sim/test_fp32math.py): below 1 ulp of the exact result everywhere tested;
 the tests enforce a bound of 1 ulp and monotonicity over dense sweeps.
+
+The algorithm is written once, in :func:`exp_steps` and :func:`log_steps`, against an
+:class:`Fp32Arithmetic`: :data:`EMULATED` does each operation with ``softfloat16.fp32`` (that is
+:func:`exp` and :func:`log`); the torch reference of the cross-check
+(``sim.crosscheck.torch_exact``) drives the same steps with correctly rounded torch operations.
+The constants are public here so that every side uses the same bits.
 """
 from __future__ import annotations
 
 import math
+from typing import Any, Protocol
 
 import numpy as np
 
 import softfloat16 as sf
 
-__all__ = ["exp", "log"]
+__all__ = [
+    "EMULATED", "EXP_HIGH", "EXP_LOW", "EXP_TAYLOR", "HALF", "INV_LN2", "LN2_HI", "LN2_LO", "LOG_SERIES", "NAN",
+    "NEG_INF", "ONE", "POS_INF", "ROUNDER", "SQRT2_BITS", "TWO", "TWO_POW_24", "EmulatedFp32", "Fp32Arithmetic",
+    "exp", "exp_steps", "log", "log_steps",
+]
 
 _F32 = sf.fp32
-_NAN = np.uint32(0x7FC00000)
-_POS_INF, _NEG_INF = np.uint32(0x7F800000), np.uint32(0xFF800000)
 
 
 def _const(value: float) -> np.uint32:
@@ -48,29 +57,136 @@ def _const(value: float) -> np.uint32:
     return _F32.from_float(np.float64(value))
 
 
-_LN2_HI = _const(45426 * 2.0**-16)  # ln 2 to 16 bits: k * LN2_HI is exact for |k| < 256
-_LN2_LO = _const(math.log(2.0) - 45426 * 2.0**-16)
-_INV_LN2 = _const(1.0 / math.log(2.0))
-_ROUNDER = _const(1.5 * 2.0**23)  # t + ROUNDER - ROUNDER rounds t (|t| < 2**22) to an integer
-_EXP_LOW, _EXP_HIGH = _const(-110.0), _const(100.0)
-_EXP_TAYLOR = [_const(1.0 / math.factorial(n)) for n in range(7, -1, -1)]  # 1/7! ... 1/0!
-_LOG_SERIES = [_const(2.0 / n) for n in (11, 9, 7, 5, 3)]
-_ONE, _TWO, _HALF = _const(1.0), _const(2.0), _const(0.5)
-_TWO_POW_24 = _const(2.0**24)
-_SQRT2_BITS = 0x3FB504F3  # FP32 sqrt(2), rounded down: the split point of the significand
+# The constants, as FP32 bit patterns (np.uint32).
+LN2_HI = _const(45426 * 2.0**-16)  # ln 2 to 16 bits: k * LN2_HI is exact for |k| < 256
+LN2_LO = _const(math.log(2.0) - 45426 * 2.0**-16)
+INV_LN2 = _const(1.0 / math.log(2.0))
+ROUNDER = _const(1.5 * 2.0**23)  # t + ROUNDER - ROUNDER rounds t (|t| < 2**22) to an integer
+EXP_LOW, EXP_HIGH = _const(-110.0), _const(100.0)
+EXP_TAYLOR = tuple(_const(1.0 / math.factorial(n)) for n in range(7, -1, -1))  # 1/7! ... 1/0!
+LOG_SERIES = tuple(_const(2.0 / n) for n in (11, 9, 7, 5, 3))
+ONE, TWO, HALF = _const(1.0), _const(2.0), _const(0.5)
+TWO_POW_24 = _const(2.0**24)
+SQRT2_BITS = 0x3FB504F3  # FP32 sqrt(2), rounded down: the split point of the significand
+FP32 = sf.fp32
+NAN = np.uint32(FP32.default_nan)
+POS_INF, NEG_INF = np.uint32(FP32.inf), np.uint32(FP32.sign_mask | FP32.inf)
 
 
-def _bits(x) -> np.ndarray:
-    return sf.as_bits(x, _F32, "x")
+class Fp32Arithmetic(Protocol):
+    """What the algorithm needs from a side. FP32 *values* are that side's arrays (bit arrays, or
+    float32 tensors); *integers* are int64 arrays of that side, for which ``>> & | + - ==`` are
+    used directly. Every arithmetic operation is correctly rounded to FP32 (RNE)."""
+
+    def const(self, bits: Any) -> Any: ...  # the FP32 value with these bits (a 0-d value)
+    def add(self, a: Any, b: Any) -> Any: ...
+    def sub(self, a: Any, b: Any) -> Any: ...
+    def mul(self, a: Any, b: Any) -> Any: ...
+    def div(self, a: Any, b: Any) -> Any: ...
+    def fma(self, a: Any, b: Any, c: Any) -> Any: ...  # a * b + c, one rounding
+    def neg(self, a: Any) -> Any: ...
+    def lt(self, a: Any, b: Any) -> Any: ...  # IEEE a < b (False with NaN)
+    def isnan(self, a: Any) -> Any: ...
+    def where(self, mask: Any, a: Any, b: Any) -> Any: ...  # values or integers, scalars broadcast
+    def bits(self, a: Any) -> Any: ...  # the bit pattern, as a non-negative integer
+    def from_bits(self, bits: Any) -> Any: ...  # integers in [0, 2**32) -> values
+    def from_int(self, integers: Any) -> Any: ...  # exact for |n| <= 2**24
 
 
-def _power_of_two(k: np.ndarray) -> np.ndarray:
-    """FP32 bits of 2**k for integer arrays -126 <= k <= 127 (normal numbers only)."""
-    return ((k + 127).astype(np.uint32) << np.uint32(23)).astype(np.uint32)
+class EmulatedFp32:
+    """:class:`Fp32Arithmetic` on FP32 bit arrays with ``softfloat16.fp32``: :func:`exp`, :func:`log`."""
+
+    def const(self, bits: Any) -> np.uint32:
+        return np.uint32(bits)
+
+    add, sub, mul, div, fma, lt = _F32.add, _F32.sub, _F32.mul, _F32.div, _F32.fma, _F32.lt
+
+    def neg(self, a: np.ndarray) -> np.ndarray:
+        return a ^ np.uint32(0x80000000)
+
+    def isnan(self, a: np.ndarray) -> np.ndarray:
+        return ~_F32.eq(a, a)
+
+    def where(self, mask: np.ndarray, a: Any, b: Any) -> np.ndarray:
+        return np.where(mask, a, b)
+
+    def bits(self, a: np.ndarray) -> np.ndarray:
+        return np.asarray(a).astype(np.int64)
+
+    def from_bits(self, bits: np.ndarray) -> np.ndarray:
+        return np.asarray(bits).astype(np.uint32)
+
+    def from_int(self, integers: np.ndarray) -> np.ndarray:
+        return _F32.from_float(integers)
 
 
-def _is_nan(x: np.ndarray) -> np.ndarray:
-    return ~_F32.eq(x, x)
+EMULATED = EmulatedFp32()
+
+
+def _power_of_two(k: Any, ops: Fp32Arithmetic) -> Any:
+    """2**k for integers -126 <= k <= 127 (normal numbers only): built from its bits."""
+    return ops.from_bits((k + FP32.bias) << FP32.fraction_bits)
+
+
+def exp_steps(x: Any, ops: Fp32Arithmetic) -> Any:
+    """e**x for FP32 values of ``ops``' side, by the algorithm of the module docstring.
+
+    >>> sf.hex(exp_steps(sf.fp32.from_float(1.0), EMULATED))
+    '0x402df854'
+    """
+    nan = ops.isnan(x)
+    low, high, rounder = ops.const(EXP_LOW), ops.const(EXP_HIGH), ops.const(ROUNDER)
+    x_in = ops.where(ops.lt(x, low), low, ops.where(ops.lt(high, x), high, x))
+    x_in = ops.where(nan, low, x_in)  # any finite stand-in; replaced below
+    shifted = ops.add(ops.mul(x_in, ops.const(INV_LN2)), rounder)  # two roundings
+    k_float = ops.sub(shifted, rounder)  # round(x / ln2) as an FP32 integer
+    k = ops.bits(shifted) - int(ROUNDER)  # the same integer, read from the bits
+    minus_k = ops.neg(k_float)
+    r = ops.fma(minus_k, ops.const(LN2_HI), x_in)
+    r = ops.fma(minus_k, ops.const(LN2_LO), r)
+    poly = ops.const(EXP_TAYLOR[0])
+    for coefficient in EXP_TAYLOR[1:]:
+        poly = ops.fma(poly, r, ops.const(coefficient))
+    k_half = k >> 1  # floor(k / 2): both factors are normal powers of two for |k| <= 160
+    result = ops.mul(ops.mul(poly, _power_of_two(k_half, ops)), _power_of_two(k - k_half, ops))
+    return ops.where(nan, ops.const(NAN), result)
+
+
+def log_steps(x: Any, ops: Fp32Arithmetic) -> Any:
+    """Natural logarithm of FP32 values of ``ops``' side, by the algorithm of the module docstring.
+
+    >>> sf.hex(log_steps(sf.fp32.from_float(2.0), EMULATED))
+    '0x3f317218'
+    """
+    bits = ops.bits(x)
+    magnitude = bits & FP32.magnitude_mask
+    negative = ((bits & FP32.sign_mask) != 0) & (magnitude != 0)
+    special_nan = ops.isnan(x) | negative
+    zero = magnitude == 0
+    infinite = bits == int(POS_INF)
+    subnormal = (magnitude < FP32.min_normal) & ~zero
+    # Normal stand-ins for the special inputs keep the arithmetic below finite; replaced at the end.
+    ordinary = ops.where(special_nan | zero | infinite, int(ONE), magnitude)
+    widened = ops.bits(ops.mul(ops.from_bits(ordinary), ops.const(TWO_POW_24)))
+    ordinary = ops.where(subnormal, widened, ordinary)
+    e = (ordinary >> FP32.fraction_bits) - FP32.bias - ops.where(subnormal, 24, 0)
+    m = (ordinary & FP32.fraction_mask) | FP32.one  # in [1, 2)
+    high = m > SQRT2_BITS
+    m = ops.where(high, m - FP32.min_normal, m)  # halve (one binade down): [sqrt2/2, sqrt2)
+    e = e + ops.where(high, 1, 0)
+    e_float = ops.from_int(e)  # |e| <= 150: exact
+    f = ops.sub(ops.from_bits(m), ops.const(ONE))
+    s = ops.div(f, ops.add(ops.const(TWO), f))
+    z = ops.mul(s, s)
+    series = ops.const(LOG_SERIES[0])
+    for coefficient in LOG_SERIES[1:]:
+        series = ops.fma(series, z, ops.const(coefficient))
+    r = ops.mul(z, series)
+    h = ops.mul(ops.const(HALF), ops.mul(f, f))
+    inner = ops.fma(e_float, ops.const(LN2_LO), ops.mul(s, ops.add(h, r)))
+    result = ops.sub(ops.mul(e_float, ops.const(LN2_HI)), ops.sub(ops.sub(h, inner), f))
+    result = ops.where(zero, ops.const(NEG_INF), ops.where(infinite, ops.const(POS_INF), result))
+    return ops.where(special_nan, ops.const(NAN), result)
 
 
 def exp(x) -> np.ndarray:
@@ -80,22 +196,8 @@ def exp(x) -> np.ndarray:
     >>> sf.fp32.to_float(exp(sf.fp32.from_float(np.array([0.0, 1.0, -1.0, -np.inf, np.inf]))))
     array([1.        , 2.71828175, 0.36787945, 0.        ,        inf])
     """
-    x = _bits(x)
-    nan = _is_nan(x)
-    x_in = np.where(_F32.lt(x, _EXP_LOW), _EXP_LOW, np.where(_F32.lt(_EXP_HIGH, x), _EXP_HIGH, x))
-    x_in = np.where(nan, _EXP_LOW, x_in).astype(np.uint32)  # any finite stand-in; replaced below
-    shifted = _F32.add(_F32.mul(x_in, _INV_LN2), _ROUNDER)
-    k_float = _F32.sub(shifted, _ROUNDER)  # round(x / ln2) as an FP32 integer
-    k = shifted.astype(np.int64) - np.int64(_ROUNDER)  # the same integer, read from the bits
-    minus_k = k_float ^ np.uint32(0x80000000)
-    r = _F32.fma(minus_k, _LN2_HI, x_in)
-    r = _F32.fma(minus_k, _LN2_LO, r)
-    poly = np.broadcast_to(_EXP_TAYLOR[0], r.shape)
-    for coefficient in _EXP_TAYLOR[1:]:
-        poly = _F32.fma(poly, r, coefficient)
-    k_half = k >> 1  # floor(k / 2): both factors are normal powers of two for |k| <= 160
-    result = _F32.mul(_F32.mul(poly, _power_of_two(k_half)), _power_of_two(k - k_half))
-    return np.where(nan, _NAN, result).astype(np.uint32)
+    x = sf.as_bits(x, _F32, "x")
+    return np.asarray(exp_steps(x, EMULATED)).astype(np.uint32)
 
 
 def log(x) -> np.ndarray:
@@ -105,31 +207,5 @@ def log(x) -> np.ndarray:
     >>> sf.fp32.to_float(log(sf.fp32.from_float(np.array([1.0, 2.0, 0.5, 0.0, np.inf]))))
     array([ 0.        ,  0.69314718, -0.69314718,        -inf,         inf])
     """
-    x = _bits(x)
-    magnitude = x & np.uint32(0x7FFFFFFF)
-    negative = (x >> np.uint32(31)).astype(bool) & (magnitude != 0)
-    special_nan = _is_nan(x) | negative
-    zero = magnitude == 0
-    infinite = x == _POS_INF
-    subnormal = (magnitude < np.uint32(0x00800000)) & ~zero
-    # Normal stand-ins for the special inputs keep the arithmetic below finite; replaced at the end.
-    ordinary = np.where(special_nan | zero | infinite, _ONE, magnitude).astype(np.uint32)
-    ordinary = np.where(subnormal, _F32.mul(ordinary, _TWO_POW_24), ordinary).astype(np.uint32)
-    e = (ordinary >> np.uint32(23)).astype(np.int64) - 127 - np.where(subnormal, 24, 0)
-    m = (ordinary & np.uint32(0x007FFFFF)) | np.uint32(0x3F800000)  # in [1, 2)
-    high = m > np.uint32(_SQRT2_BITS)
-    m = np.where(high, m - np.uint32(0x00800000), m).astype(np.uint32)  # halve: [sqrt2/2, sqrt2)
-    e = e + high
-    e_float = _F32.from_float(e)  # |e| <= 150: exact
-    f = _F32.sub(m, _ONE)
-    s = _F32.div(f, _F32.add(_TWO, f))
-    z = _F32.mul(s, s)
-    series = np.broadcast_to(_LOG_SERIES[0], z.shape)
-    for coefficient in _LOG_SERIES[1:]:
-        series = _F32.fma(series, z, coefficient)
-    r = _F32.mul(z, series)
-    h = _F32.mul(_HALF, _F32.mul(f, f))
-    inner = _F32.fma(e_float, _LN2_LO, _F32.mul(s, _F32.add(h, r)))
-    result = _F32.sub(_F32.mul(e_float, _LN2_HI), _F32.sub(_F32.sub(h, inner), f))
-    result = np.where(zero, _NEG_INF, np.where(infinite, _POS_INF, result))
-    return np.where(special_nan, _NAN, result).astype(np.uint32)
+    x = sf.as_bits(x, _F32, "x")
+    return np.asarray(log_steps(x, EMULATED)).astype(np.uint32)

@@ -88,8 +88,8 @@ class MLP:
             if param.shape != shape:
                 raise ValueError(f"{name}: expected shape {shape}, got {param.shape}")
         h = x
-        for i in range(0, len(params), 2):
-            h = add_bias(matmul(h, params[i]), params[i + 1])
+        for layer, i in zip(self.layer_names, range(0, len(params), 2)):  # ops named for sim.trace
+            h = add_bias(matmul(h, params[i], name=f"{layer}.matmul"), params[i + 1], name=f"{layer}.add_bias")
             if i + 2 < len(params):
-                h = relu(h)
+                h = relu(h, name=f"{layer}.relu")
         return h

@@ -4,7 +4,9 @@ All arithmetic happens in the parameters' format ``fmt`` (FP32 for master weight
 format with ``--no-master-weights``), one softfloat16 operation at a time, following torch's
 single-tensor formulas with one rounding per elementary operation. Each step returns the new
 parameters and the *update* ``u`` that was subtracted: ``u = step_size * direction`` (rounded)
-and ``w_new = w - u`` (rounded), so a caller can see which updates the weights swallowed.
+and ``w_new = w - u`` (rounded), so a caller can see which updates the weights swallowed. Given
+parameter ``names``, each parameter's update is reported to a :mod:`sim.trace` tracer as
+``<name>.sgd_step`` / ``<name>.adam_step`` (its state in and out, the hyperparameters as attributes).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy as np
 
 import softfloat16 as sf
 import softfloat16.linalg as linalg
+from sim import trace
 
 __all__ = ["SGD", "Adam", "ClipResult", "clip_grad_norm", "global_norm"]
 
@@ -39,6 +42,13 @@ class _Optimizer:
         self._bits = {name: np.asarray(fmt.from_float(value)) for name, value in hyper.items()}
         self.state: dict[str, list[np.ndarray]] = {}
         self.steps = 0
+
+    def _trace(self, name: str, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Report one parameter's update: bit arrays of this format by role (int64 for ``step``)."""
+        def values(arrays: dict[str, Any]) -> trace.Values:
+            return {role: (np.asarray(a), "int64" if role == "step" else self.fmt.name) for role, a in arrays.items()}
+
+        trace.op(f"{self.kind}_step", f"{name}.{self.kind}_step", values(inputs), values(outputs), **self.hyper)
 
     def _check(self, params: Sequence[np.ndarray], grads: Sequence[np.ndarray]) -> None:
         if len(params) != len(grads):
@@ -119,7 +129,7 @@ class SGD(_Optimizer):
             raise ValueError(f"momentum must be < 1, got {momentum!r}")
 
     def step(
-        self, params: Sequence[np.ndarray], grads: Sequence[np.ndarray]
+        self, params: Sequence[np.ndarray], grads: Sequence[np.ndarray], names: Sequence[str] | None = None
     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """One update: returns (new parameters, updates subtracted)."""
         self._check(params, grads)
@@ -135,6 +145,10 @@ class SGD(_Optimizer):
             update = np.asarray(fmt.mul(self._bits["lr"], direction))
             new_params.append(np.asarray(fmt.sub(param, update)))
             updates.append(update)
+            if names is not None and trace.active():
+                state_in = {"buffer": buffers[i]} if buffers else {}
+                state_out = {"buffer": new_buffers[i]} if new_buffers else {}
+                self._trace(names[i], {"param": param, "grad": grad, **state_in}, {"param": new_params[i], **state_out})
         if new_buffers:
             self.state["momentum_buffer"] = new_buffers
         self.steps += 1
@@ -183,11 +197,12 @@ class Adam(_Optimizer):
         self._powers = {"beta1": one, "beta2": one}
 
     def step(
-        self, params: Sequence[np.ndarray], grads: Sequence[np.ndarray]
+        self, params: Sequence[np.ndarray], grads: Sequence[np.ndarray], names: Sequence[str] | None = None
     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """One update: returns (new parameters, updates subtracted)."""
         self._check(params, grads)
         fmt, bits = self.fmt, self._bits
+        powers_before = self._powers
         if not self.state:
             self.state = {
                 "exp_avg": [np.zeros_like(p) for p in params],
@@ -197,16 +212,24 @@ class Adam(_Optimizer):
         step_size = fmt.div(bits["lr"], fmt.sub(self._one, self._powers["beta1"]))
         correction2 = fmt.sqrt(fmt.sub(self._one, self._powers["beta2"]))
         new_params, updates = [], []
-        for i, (param, grad) in enumerate(zip(params, grads)):
-            grad = self._decayed(param, grad)
-            m, v = self.state["exp_avg"][i], self.state["exp_avg_sq"][i]
-            m = np.asarray(fmt.add(m, fmt.mul(self._one_minus["beta1"], fmt.sub(grad, m))))
-            v = np.asarray(fmt.add(fmt.mul(bits["beta2"], v), fmt.mul(fmt.mul(self._one_minus["beta2"], grad), grad)))
+        for i, (param, raw_grad) in enumerate(zip(params, grads)):
+            grad = self._decayed(param, raw_grad)
+            m_before, v_before = self.state["exp_avg"][i], self.state["exp_avg_sq"][i]
+            m = np.asarray(fmt.add(m_before, fmt.mul(self._one_minus["beta1"], fmt.sub(grad, m_before))))
+            v = np.asarray(fmt.add(fmt.mul(bits["beta2"], v_before),
+                                   fmt.mul(fmt.mul(self._one_minus["beta2"], grad), grad)))
             self.state["exp_avg"][i], self.state["exp_avg_sq"][i] = m, v
             denom = fmt.add(fmt.div(fmt.sqrt(v), correction2), bits["eps"])
             update = np.asarray(fmt.mul(step_size, fmt.div(m, denom)))
             new_params.append(np.asarray(fmt.sub(param, update)))
             updates.append(update)
+            if names is not None and trace.active():
+                state_in = {"exp_avg": m_before, "exp_avg_sq": v_before, "beta1_power": powers_before["beta1"],
+                            "beta2_power": powers_before["beta2"], "step": np.int64(self.steps)}
+                state_out = {"exp_avg": m, "exp_avg_sq": v, "beta1_power": self._powers["beta1"],
+                             "beta2_power": self._powers["beta2"], "step": np.int64(self.steps + 1)}
+                self._trace(names[i], {"param": param, "grad": raw_grad, **state_in},
+                            {"param": new_params[i], **state_out})
         self.steps += 1
         return new_params, updates
 

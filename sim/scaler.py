@@ -21,6 +21,7 @@ JSON checkpoint.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import numbers
 import warnings
@@ -29,11 +30,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DynamicLossScaler", "LossScaler", "StaticLossScaler"]
+import softfloat16 as sf
+
+from sim import trace
+
+__all__ = ["DynamicLossScaler", "DynamicScalerConfig", "LossScaler", "StaticLossScaler"]
 
 # The smallest positive FP32 value (a subnormal). A dynamic scale never goes below it: a zero
 # scale would make inv_scale() infinite and turn every later gradient into NaN.
-FP32_SMALLEST_SUBNORMAL = np.float32(2.0**-149)
+FP32_SMALLEST_SUBNORMAL = np.float32(2.0**sf.fp32.min_subnormal_exponent)
 
 _UNSCALE_TWICE = "unscale_() has already been called on this optimizer since the last update()."
 
@@ -256,6 +261,63 @@ class StaticLossScaler(LossScaler):
         self._unscaled = False
 
 
+@dataclasses.dataclass(frozen=True)
+class DynamicScalerConfig:
+    """How a :class:`DynamicLossScaler` moves its scale (everything but the scale itself), checked
+    once, here: the constructor and ``load_state_dict`` both build one. Fields are normalised
+    (factors to float, ``min_scale`` to an FP32 value); TypeError for a wrong type, ValueError for
+    a value out of range, naming the field.
+
+    >>> DynamicScalerConfig(growth_interval=100).backoff_factor
+    0.5
+    >>> DynamicScalerConfig(hysteresis=0)
+    Traceback (most recent call last):
+    ValueError: hysteresis must be >= 1, got 0
+    """
+
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+    hysteresis: int = 1
+    consecutive_hysteresis: bool = False
+    min_scale: np.float32 | None = None
+    on_min_scale: str = "raise"
+
+    def __post_init__(self) -> None:
+        growth = _real("growth_factor", self.growth_factor)
+        if not (math.isfinite(growth) and growth >= 1.0):
+            raise ValueError(f"growth_factor must be finite and >= 1, got {self.growth_factor!r}")
+        backoff = _real("backoff_factor", self.backoff_factor)
+        if not 0.0 < backoff <= 1.0:
+            raise ValueError(f"backoff_factor must be in (0, 1], got {self.backoff_factor!r}")
+        for name in ("growth_interval", "hysteresis"):
+            if _integer(name, getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if not isinstance(self.consecutive_hysteresis, (bool, np.bool_)):
+            raise TypeError(f"consecutive_hysteresis must be a bool, got {self.consecutive_hysteresis!r}")
+        if self.on_min_scale not in ("raise", "warn"):
+            raise ValueError(f"on_min_scale must be 'raise' or 'warn', got {self.on_min_scale!r}")
+        normalised = {
+            "growth_factor": growth,
+            "backoff_factor": backoff,
+            "growth_interval": int(self.growth_interval),
+            "hysteresis": int(self.hysteresis),
+            "consecutive_hysteresis": bool(self.consecutive_hysteresis),
+            "min_scale": None if self.min_scale is None else _fp32_scale("min_scale", self.min_scale),
+        }
+        for name, value in normalised.items():
+            object.__setattr__(self, name, value)  # frozen: normalised once, at construction
+
+    def state_dict(self) -> dict[str, Any]:
+        """The fields as plain Python values (JSON-serialisable)."""
+        state = dataclasses.asdict(self)
+        state["min_scale"] = None if self.min_scale is None else float(self.min_scale)
+        return state
+
+
+_CONFIG_FIELDS = tuple(field.name for field in dataclasses.fields(DynamicScalerConfig))
+
+
 class DynamicLossScaler(LossScaler):
     """A loss scale that backs off on inf/NaN gradients and grows after a run of clean steps.
 
@@ -291,6 +353,9 @@ class DynamicLossScaler(LossScaler):
     Non-power-of-two ``init_scale``, ``growth_factor`` or ``backoff_factor`` are allowed with a
     UserWarning (the scale/unscale round trip is no longer exact).
 
+    The keyword arguments after ``init_scale`` are the fields of :class:`DynamicScalerConfig`
+    (``scaler.config``); each can also be read as an attribute of the scaler, as GradScaler's.
+
     >>> scaler = DynamicLossScaler(init_scale=1024.0, growth_interval=2)
     >>> [(scaler.update(found_inf), float(scaler.scale)) for found_inf in (False, False, True)]
     [(False, 1024.0), (False, 2048.0), (True, 1024.0)]
@@ -298,133 +363,59 @@ class DynamicLossScaler(LossScaler):
     ([1024.0, 1024.0, 2048.0], [2])
     """
 
-    _KEYS = (
-        # torch.amp.GradScaler's keys, with its meanings
-        "scale",
-        "growth_factor",
-        "backoff_factor",
-        "growth_interval",
-        "_growth_tracker",
-        # ours
-        "hysteresis",
-        "consecutive_hysteresis",
-        "_hysteresis_tracker",
-        "min_scale",
-        "on_min_scale",
-        "history",
-        "skipped_steps",
-    )
+    # GradScaler's key names and meanings (scale, the factors, growth_interval, _growth_tracker), and ours
+    _KEYS = ("scale", *_CONFIG_FIELDS, "_growth_tracker", "_hysteresis_tracker", "history", "skipped_steps")
 
-    def __init__(
-        self,
-        init_scale: float = 2.0**16,
-        growth_factor: float = 2.0,
-        backoff_factor: float = 0.5,
-        growth_interval: int = 2000,
-        hysteresis: int = 1,
-        min_scale: float | None = None,
-        on_min_scale: str = "raise",
-        consecutive_hysteresis: bool = False,
-    ) -> None:
+    def __init__(self, init_scale: float = 2.0**16, **settings: Any) -> None:
         scale = _fp32_scale("init_scale", init_scale)
-        config = self._parse_config(
-            "DynamicLossScaler",
-            growth_factor,
-            backoff_factor,
-            growth_interval,
-            hysteresis,
-            consecutive_hysteresis,
-            min_scale,
-            on_min_scale,
-        )
-        if config["min_scale"] is not None and scale < config["min_scale"]:
-            raise ValueError(f"init_scale={init_scale!r} is below min_scale={min_scale!r}")
-        for name, value in (
-            ("init_scale", float(scale)),
-            ("growth_factor", config["growth_factor"]),
-            ("backoff_factor", config["backoff_factor"]),
-        ):
+        config = DynamicScalerConfig(**settings)
+        if config.min_scale is not None and scale < config.min_scale:
+            raise ValueError(f"init_scale={init_scale!r} is below min_scale={config.min_scale!r}")
+        for name, value in (("init_scale", float(scale)), ("growth_factor", config.growth_factor),
+                            ("backoff_factor", config.backoff_factor)):
             _warn_if_not_power_of_two(name, value)
         super().__init__(scale)
-        self._set_config(config)
+        self.config = config
         self._growth_tracker = 0
-        self._hysteresis_tracker = self._hysteresis
+        self._hysteresis_tracker = config.hysteresis
 
-    @staticmethod
-    def _parse_config(
-        owner: str,
-        growth_factor: Any,
-        backoff_factor: Any,
-        growth_interval: Any,
-        hysteresis: Any,
-        consecutive_hysteresis: Any,
-        min_scale: Any,
-        on_min_scale: Any,
-    ) -> dict[str, Any]:
-        """Check the configuration (constructor and load_state_dict share the rules)."""
-        growth = _real(f"{owner} growth_factor", growth_factor)
-        if not (math.isfinite(growth) and growth >= 1.0):
-            raise ValueError(
-                f"{owner} growth_factor must be finite and >= 1, got {growth_factor!r}"
-            )
-        backoff = _real(f"{owner} backoff_factor", backoff_factor)
-        if not 0.0 < backoff <= 1.0:
-            raise ValueError(f"{owner} backoff_factor must be in (0, 1], got {backoff_factor!r}")
-        interval = _integer(f"{owner} growth_interval", growth_interval)
-        if interval < 1:
-            raise ValueError(f"{owner} growth_interval must be >= 1, got {growth_interval!r}")
-        budget = _integer(f"{owner} hysteresis", hysteresis)
-        if budget < 1:
-            raise ValueError(f"{owner} hysteresis must be >= 1, got {hysteresis!r}")
-        if not isinstance(consecutive_hysteresis, (bool, np.bool_)):
-            raise TypeError(
-                f"{owner} consecutive_hysteresis must be a bool, got {consecutive_hysteresis!r}"
-            )
-        floor = None if min_scale is None else _fp32_scale(f"{owner} min_scale", min_scale)
-        if on_min_scale not in ("raise", "warn"):
-            raise ValueError(
-                f"{owner} on_min_scale must be 'raise' or 'warn', got {on_min_scale!r}"
-            )
-        return {
-            "growth_factor": growth,
-            "backoff_factor": backoff,
-            "growth_interval": interval,
-            "hysteresis": budget,
-            "consecutive_hysteresis": bool(consecutive_hysteresis),
-            "min_scale": floor,
-            "on_min_scale": on_min_scale,
-        }
-
-    def _set_config(self, config: dict[str, Any]) -> None:
-        self._growth_factor = config["growth_factor"]
-        self._backoff_factor = config["backoff_factor"]
-        self._growth_interval = config["growth_interval"]
-        self._hysteresis = config["hysteresis"]
-        self._consecutive_hysteresis = config["consecutive_hysteresis"]
-        self._min_scale = config["min_scale"]
-        self._on_min_scale = config["on_min_scale"]
-
-    growth_factor = property(lambda self: self._growth_factor, doc="Multiplier on growth.")
-    backoff_factor = property(lambda self: self._backoff_factor, doc="Multiplier on backoff.")
-    growth_interval = property(lambda self: self._growth_interval, doc="Clean steps per growth.")
-    hysteresis = property(lambda self: self._hysteresis, doc="Overflows tolerated per backoff.")
-    consecutive_hysteresis = property(
-        lambda self: self._consecutive_hysteresis, doc="Refill hysteresis on every clean step."
-    )
-    min_scale = property(lambda self: self._min_scale, doc="The floor (np.float32) or None.")
-    on_min_scale = property(lambda self: self._on_min_scale, doc="'raise' or 'warn'.")
     growth_tracker = property(
         lambda self: self._growth_tracker, doc="Clean steps since the last growth or overflow."
     )
+
+    def update_factors(self) -> dict[str, Any]:
+        """The arguments of GradScaler's scale update (``torch._amp_update_scale_``) besides the
+        state: growth and backoff factors, growth interval.
+
+        >>> DynamicLossScaler().update_factors()
+        {'growth_factor': 2.0, 'backoff_factor': 0.5, 'growth_interval': 2000}
+        """
+        return {name: getattr(self.config, name) for name in ("growth_factor", "backoff_factor", "growth_interval")}
+
+    def update(self, found_inf: bool) -> bool:
+        """As :meth:`LossScaler.update`; reported to a :mod:`sim.trace` tracer as
+        ``loss_scale.update`` with GradScaler's state (scale, growth tracker) in and out."""
+        before = self._scale, self._growth_tracker
+        skipped = super().update(found_inf)
+        if trace.active():
+            def state(scale: np.float32, tracker: int) -> trace.Values:
+                return {"scale": (np.asarray(scale, dtype=np.float32).view(np.uint32), "fp32"),
+                        "growth_tracker": (np.asarray(tracker, dtype=np.int32), "int32")}
+
+            trace.op("scaler_update", "loss_scale.update",
+                     {**state(*before), "found_inf": (np.bool_(found_inf), "bool")},
+                     state(self._scale, self._growth_tracker), **self.update_factors())
+        return skipped
     hysteresis_tracker = property(
         lambda self: self._hysteresis_tracker, doc="Overflow budget left before a backoff."
     )
 
     @property
     def _floor(self) -> np.float32:
-        return FP32_SMALLEST_SUBNORMAL if self._min_scale is None else self._min_scale
+        return FP32_SMALLEST_SUBNORMAL if self.config.min_scale is None else self.config.min_scale
 
     def _advance(self, found_inf: bool) -> None:
+        config = self.config
         if found_inf:
             if self._hysteresis_tracker > 1:
                 self._hysteresis_tracker -= 1  # spend budget, keep the scale
@@ -434,20 +425,20 @@ class DynamicLossScaler(LossScaler):
                     "overflow at the smallest allowed loss scale. The loss is probably exploding; "
                     "try a lower learning rate, gradient clipping, or a lower min_scale."
                 )
-                if self._on_min_scale == "raise":
+                if config.on_min_scale == "raise":
                     raise RuntimeError(message)
                 warnings.warn(message + " Skipping the step.", UserWarning, stacklevel=3)
             else:
-                self._scale = max(_fp32_times(self._scale, self._backoff_factor), self._floor)
+                self._scale = max(_fp32_times(self._scale, config.backoff_factor), self._floor)
             self._growth_tracker = 0
             return
-        if self._consecutive_hysteresis:
-            self._hysteresis_tracker = self._hysteresis
+        if config.consecutive_hysteresis:
+            self._hysteresis_tracker = config.hysteresis
         self._growth_tracker += 1
-        if self._growth_tracker == self._growth_interval:
+        if self._growth_tracker == config.growth_interval:
             self._growth_tracker = 0
-            self._hysteresis_tracker = self._hysteresis
-            grown = _fp32_times(self._scale, self._growth_factor)
+            self._hysteresis_tracker = config.hysteresis
+            grown = _fp32_times(self._scale, config.growth_factor)
             if np.isfinite(grown):  # as torch: never grow past FP32's range
                 self._scale = grown
 
@@ -462,15 +453,9 @@ class DynamicLossScaler(LossScaler):
         """
         return {
             "scale": float(self._scale),
-            "growth_factor": self._growth_factor,
-            "backoff_factor": self._backoff_factor,
-            "growth_interval": self._growth_interval,
+            **self.config.state_dict(),
             "_growth_tracker": self._growth_tracker,
-            "hysteresis": self._hysteresis,
-            "consecutive_hysteresis": self._consecutive_hysteresis,
             "_hysteresis_tracker": self._hysteresis_tracker,
-            "min_scale": None if self._min_scale is None else float(self._min_scale),
-            "on_min_scale": self._on_min_scale,
             **self._record_state(),
         }
 
@@ -490,37 +475,38 @@ class DynamicLossScaler(LossScaler):
         owner = "DynamicLossScaler"
         with _state_errors_as_value_errors():
             _check_keys(owner, state, self._KEYS)
-            config = self._parse_config(
-                f"{owner} state",
-                state["growth_factor"],
-                state["backoff_factor"],
-                state["growth_interval"],
-                state["hysteresis"],
-                state["consecutive_hysteresis"],
-                state["min_scale"],
-                state["on_min_scale"],
-            )
+            try:
+                config = DynamicScalerConfig(**{name: state[name] for name in _CONFIG_FIELDS})
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"{owner} state: {error}") from None
             scale = _fp32_scale(f"{owner} state scale", state["scale"])
             if float(scale) != float(state["scale"]):
                 raise ValueError(f"{owner} state scale={state['scale']!r} is not an FP32 value")
-            if config["min_scale"] is not None and scale < config["min_scale"]:
+            if config.min_scale is not None and scale < config.min_scale:
                 raise ValueError(f"{owner} state scale={state['scale']!r} is below its min_scale")
             growth_tracker = _integer(f"{owner} state _growth_tracker", state["_growth_tracker"])
-            if not 0 <= growth_tracker < config["growth_interval"]:
+            if not 0 <= growth_tracker < config.growth_interval:
                 raise ValueError(
                     f"{owner} state _growth_tracker={growth_tracker} is outside "
-                    f"[0, growth_interval={config['growth_interval']})"
+                    f"[0, growth_interval={config.growth_interval})"
                 )
             budget = _integer(f"{owner} state _hysteresis_tracker", state["_hysteresis_tracker"])
-            if not 1 <= budget <= config["hysteresis"]:
+            if not 1 <= budget <= config.hysteresis:
                 raise ValueError(
                     f"{owner} state _hysteresis_tracker={budget} is outside "
-                    f"[1, hysteresis={config['hysteresis']}]"
+                    f"[1, hysteresis={config.hysteresis}]"
                 )
             history, skipped = self._parse_record(owner, state)
-        self._set_config(config)
+        self.config = config
         self._scale = scale
         self._growth_tracker = growth_tracker
         self._hysteresis_tracker = budget
         self.history, self.skipped_steps = history, skipped
         self._unscaled = False
+
+
+# The config's fields read as the scaler's own (GradScaler users read ``scaler.growth_interval``).
+for _name in _CONFIG_FIELDS:
+    setattr(DynamicLossScaler, _name, property(lambda self, name=_name: getattr(self.config, name),
+                                               doc=f"``config.{_name}``"))
+del _name

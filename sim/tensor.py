@@ -10,7 +10,9 @@ gets an FP16 backward (matmuls still accumulate in FP32, then round to FP16). Wi
 values (widened exactly): the "same backward in FP32" that the underflow diagnostic compares with.
 
 Ops: :func:`matmul`, :func:`add_bias`, :func:`relu`, :func:`cast`, :func:`scale`, :func:`mean`
-and :func:`softmax_cross_entropy` (FP32, with the emulated exp/log of :mod:`sim.fp32math`).
+and :func:`softmax_cross_entropy` (FP32, with the emulated exp/log of :mod:`sim.fp32math`). An op
+given a ``name`` is reported to a :mod:`sim.trace` tracer, if one is installed, and so is its
+backward rule in the low-precision backward pass (as ``<name>.backward``).
 
 >>> import numpy as np, softfloat16 as sf
 >>> x = Tensor.from_float(np.array([[1.0, -2.0]]), sf.fp32)
@@ -27,7 +29,7 @@ import numpy as np
 
 import softfloat16 as sf
 import softfloat16.linalg as linalg
-from sim import fp32math
+from sim import fp32math, trace
 
 __all__ = [
     "Tensor",
@@ -77,6 +79,10 @@ class Tensor:
         self.op = op
         self.requires_grad = bool(requires_grad) or any(p.requires_grad for p in parents)
         self.grad: np.ndarray | None = None
+        # For sim.trace: the op's name, its inputs by role, and the attributes of its backward.
+        self.name: str | None = None
+        self.trace_inputs: dict[str, Tensor | tuple[np.ndarray, str]] = {}
+        self.backward_attrs: dict[str, object] = {}
 
     @classmethod
     def from_float(cls, values, fmt: sf.Format, requires_grad: bool = False) -> Tensor:
@@ -153,10 +159,27 @@ def _column_sums(grad: np.ndarray, fmt: sf.Format) -> np.ndarray:
     return linalg.matmul(ones, grad, fmt, accumulate=sf.fp32, out_format=fmt)[0]
 
 
+def _traced_values(inputs: dict[str, Tensor | tuple[np.ndarray, str]]) -> trace.Values:
+    return {role: (v.data, v.fmt.name) if isinstance(v, Tensor) else v for role, v in inputs.items()}
+
+
+def _result(data: np.ndarray, fmt: sf.Format, parents: tuple[Tensor, ...], backward: BackwardRule, op: str,
+            name: str | None, inputs: dict[str, Tensor | tuple[np.ndarray, str]],
+            attrs: dict[str, object] | None = None, backward_attrs: dict[str, object] | None = None) -> Tensor:
+    """An op's output tensor, reported to the tracer as op ``name`` (``inputs``: by role, the
+    parents in order and any constants as (bits, format name))."""
+    out = Tensor(data, fmt, parents=parents, backward_rule=backward, op=op)
+    out.name, out.trace_inputs = name, inputs
+    out.backward_attrs = {**(attrs or {}), **(backward_attrs or {})}
+    if name is not None and trace.active():
+        trace.op(op, name, _traced_values(inputs), {"out": (out.data, fmt.name)}, **(attrs or {}))
+    return out
+
+
 # --- ops -------------------------------------------------------------------------------------
 
 
-def matmul(a: Tensor, b: Tensor) -> Tensor:
+def matmul(a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
     """``a @ b`` (2-D) in their common format: exact products, sequential FP32 accumulation,
     one rounding to the format. The backward pass uses the same kernel for both gradients.
 
@@ -178,10 +201,11 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             grad_b = linalg.matmul(ctx.values(a).T, grad, grad_fmt, out_format=grad_fmt)
         return grad_a, grad_b
 
-    return Tensor(data, fmt, parents=(a, b), backward_rule=backward, op="matmul")
+    return _result(data, fmt, (a, b), backward, "matmul", name, {"a": a, "b": b},
+                   backward_attrs={"requires": [a.requires_grad, b.requires_grad]})
 
 
-def add_bias(x: Tensor, bias: Tensor) -> Tensor:
+def add_bias(x: Tensor, bias: Tensor, name: str | None = None) -> Tensor:
     """``x + bias`` for x (batch, n) and bias (n,), one rounding per element.
 
     The bias gradient sums the output gradient over the batch (FP32 accumulation in order).
@@ -200,10 +224,11 @@ def add_bias(x: Tensor, bias: Tensor) -> Tensor:
         grad_bias = _column_sums(grad, ctx.format_of(bias)) if bias.requires_grad else None
         return (grad if x.requires_grad else None), grad_bias
 
-    return Tensor(data, fmt, parents=(x, bias), backward_rule=backward, op="add_bias")
+    return _result(data, fmt, (x, bias), backward, "add_bias", name, {"x": x, "bias": bias},
+                   backward_attrs={"requires": [x.requires_grad, bias.requires_grad]})
 
 
-def relu(x: Tensor) -> Tensor:
+def relu(x: Tensor, name: str | None = None) -> Tensor:
     """max(x, 0) elementwise; NaN stays NaN (as in torch); -0 becomes +0. The gradient passes
     where x > 0.
 
@@ -219,10 +244,10 @@ def relu(x: Tensor) -> Tensor:
     def backward(grad: np.ndarray, ctx: GradContext) -> tuple:
         return (np.where(positive, grad, grad.dtype.type(0)).astype(grad.dtype),)
 
-    return Tensor(data, fmt, parents=(x,), backward_rule=backward, op="relu")
+    return _result(data, fmt, (x,), backward, "relu", name, {"x": x})
 
 
-def cast(x: Tensor, fmt: sf.Format) -> Tensor:
+def cast(x: Tensor, fmt: sf.Format, name: str | None = None) -> Tensor:
     """``x`` converted to ``fmt`` (one rounding, RNE). The gradient is converted back.
 
     >>> import numpy as np, softfloat16 as sf
@@ -235,10 +260,10 @@ def cast(x: Tensor, fmt: sf.Format) -> Tensor:
     def backward(grad: np.ndarray, ctx: GradContext) -> tuple:
         return (_convert(grad, ctx.promote_to or out_fmt, ctx.format_of(x)),)
 
-    return Tensor(data, fmt, parents=(x,), backward_rule=backward, op="cast")
+    return _result(data, fmt, (x,), backward, "cast", name, {"x": x}, {"dst": fmt.name})
 
 
-def scale(x: Tensor, factor: np.floating) -> Tensor:
+def scale(x: Tensor, factor: np.floating, name: str | None = None) -> Tensor:
     """``x * factor`` for a constant ``factor`` (a numpy float of x's width, or bits).
 
     Used to scale the loss: the backward multiplies the incoming gradient by the same factor.
@@ -254,10 +279,11 @@ def scale(x: Tensor, factor: np.floating) -> Tensor:
         grad_fmt = ctx.format_of(x)
         return (grad_fmt.mul(grad, _convert(factor_bits, x.fmt, grad_fmt)),)
 
-    return Tensor(np.asarray(data), x.fmt, parents=(x,), backward_rule=backward, op="scale")
+    return _result(np.asarray(data), x.fmt, (x,), backward, "scale", name,
+                   {"x": x, "factor": (np.asarray(factor_bits), x.fmt.name)})
 
 
-def mean(x: Tensor) -> Tensor:
+def mean(x: Tensor, name: str | None = None) -> Tensor:
     """Mean of all elements: an in-order sum with FP32 accumulation rounded to x's format, then
     one division by the count (as torch's CPU mean of half does). Returns a 0-d tensor.
 
@@ -276,10 +302,10 @@ def mean(x: Tensor) -> Tensor:
         share = grad_fmt.div(grad, grad_fmt.from_float(count))
         return (np.full(x.shape, share, dtype=grad_fmt.dtype),)
 
-    return Tensor(data, fmt, parents=(x,), backward_rule=backward, op="mean")
+    return _result(data, fmt, (x,), backward, "mean", name, {"x": x})
 
 
-def softmax_cross_entropy(logits: Tensor, labels: np.ndarray) -> Tensor:
+def softmax_cross_entropy(logits: Tensor, labels: np.ndarray, name: str | None = None) -> Tensor:
     """Per-sample cross-entropy of softmax(logits) against integer ``labels``, in FP32.
 
     ``loss_i = log(sum_j exp(z_ij - m_i)) - (z_i,y_i - m_i)`` with ``m_i = max_j z_ij``; the sum
@@ -318,7 +344,8 @@ def softmax_cross_entropy(logits: Tensor, labels: np.ndarray) -> Tensor:
         # The loss is FP32 and so are its gradients, whatever promote_to says.
         return (f32.mul(f32.sub(probabilities, onehot), grad[:, None]),)
 
-    return Tensor(np.asarray(data), f32, parents=(logits,), backward_rule=backward, op="softmax_cross_entropy")
+    return _result(np.asarray(data), f32, (logits,), backward, "softmax_cross_entropy", name,
+                   {"logits": logits, "labels": (np.asarray(labels, dtype=np.int64), "int64")})
 
 
 # --- the backward pass -------------------------------------------------------------------------
@@ -359,6 +386,8 @@ def _backward_pass(
         if tensor.backward_rule is None or id(tensor) not in grads:
             continue
         parent_grads = tensor.backward_rule(grads[id(tensor)][1], ctx)
+        if promote_to is None and tensor.name is not None and trace.active():
+            _trace_backward(tensor, grads[id(tensor)][1], parent_grads)
         for parent, grad in zip(tensor.parents, parent_grads):
             if grad is None or not parent.requires_grad:
                 continue
@@ -367,6 +396,16 @@ def _backward_pass(
                 grad = ctx.format_of(parent).add(grads[id(parent)][1], grad)
             grads[id(parent)] = (parent, grad)
     return grads
+
+
+def _trace_backward(tensor: Tensor, grad: np.ndarray, parent_grads: tuple) -> None:
+    """Report ``tensor``'s backward rule: the forward inputs and the incoming gradient in, a
+    ``grad_<role>`` out for each parent that got one (the low-precision pass only)."""
+    roles = [role for role, value in tensor.trace_inputs.items() if isinstance(value, Tensor)]
+    outputs = {f"grad_{role}": (np.asarray(g), parent.fmt.name)
+               for role, parent, g in zip(roles, tensor.parents, parent_grads) if g is not None}
+    inputs = {"grad": (np.asarray(grad), tensor.fmt.name), **_traced_values(tensor.trace_inputs)}
+    trace.op(f"{tensor.op}.backward", f"{tensor.name}.backward", inputs, outputs, **tensor.backward_attrs)
 
 
 def gradients(

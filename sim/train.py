@@ -20,6 +20,11 @@ One step, in this order (:meth:`Trainer.train_step`)::
 
 With ``loss_scale="none"`` the scale is fixed at 1: a step with an inf/NaN gradient is still
 skipped, so non-finite values never reach the weights.
+
+Then the step's :class:`~sim.diagnostics.StepDetail` goes to observers, which measure and never
+train: first the run log (:class:`~sim.diagnostics.RunLog`: underflow against the FP32 reference
+backward, swallowed updates, ... into a ``StepRecord``), then :attr:`Trainer.observers`.
+:class:`~sim.config.TrainConfig` lives in :mod:`sim.config` (importable from here too).
 """
 from __future__ import annotations
 
@@ -35,141 +40,19 @@ import numpy as np
 
 import softfloat16 as sf
 from sim import data as datasets
+from sim import trace
 from sim.checkpoint import load_checkpoint, save_checkpoint
-from sim.diagnostics import (
-    RunLog,
-    StepRecord,
-    count_nonfinite,
-    count_subnormal,
-    count_swallowed,
-    count_underflow,
-)
+from sim.config import DATASETS, PRECISIONS, TrainConfig, make_loss_scaler, make_optimizer
+from sim.diagnostics import RunLog, StepDetail, StepRecord, accuracy, count_nonfinite
 from sim.nn import MLP
-from sim.optim import SGD, Adam, clip_grad_norm, global_norm
-from sim.scaler import DynamicLossScaler, LossScaler, StaticLossScaler
+from sim.optim import clip_grad_norm, global_norm
 from sim.tensor import Tensor, cast, gradients, mean, scale, softmax_cross_entropy
 
 __all__ = ["PRECISIONS", "Dataset", "StepDetail", "TrainConfig", "Trainer", "load_dataset"]
 
-PRECISIONS = {"fp32": sf.fp32, "fp16": sf.fp16, "bf16": sf.bf16}
-LOSS_SCALES = ("none", "static", "dynamic")
-OPTIMIZERS = ("sgd", "adam")
-DATASETS = ("digits", "synthetic")
-DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3}
 _CHECKPOINT_KIND = "sim-train"
 # Fields that may differ between a run and the checkpoint it resumes from.
 _RESUMABLE_CHANGES = ("steps",)
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Everything that determines a run. ``None`` fields take a default that depends on others
-    (see :meth:`resolved`): the loss scale is dynamic for fp16 and none otherwise, ``scale`` is
-    2**16 for dynamic scaling, ``lr`` 0.05 for SGD and 1e-3 for Adam.
-
-    >>> TrainConfig().resolved().loss_scale, TrainConfig(precision="bf16").resolved().loss_scale
-    ('dynamic', 'none')
-    """
-
-    precision: str = "fp16"
-    loss_scale: str | None = None
-    scale: float | None = None
-    growth_interval: int = 2000
-    master_weights: bool = True
-    clip: float | None = None
-    clip_before_unscale: bool = False
-    optimizer: str = "sgd"
-    lr: float | None = None
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    steps: int = 500
-    batch_size: int = 32
-    seed: int = 0
-    data: str = "digits"
-    hidden: tuple[int, ...] = (128, 128, 128)
-
-    def resolved(self) -> TrainConfig:
-        """This config with the defaults filled in and every field checked (ValueError)."""
-        config = self
-        if config.loss_scale is None:
-            config = dataclasses.replace(config, loss_scale="dynamic" if config.precision == "fp16" else "none")
-        if config.scale is None and config.loss_scale == "dynamic":
-            config = dataclasses.replace(config, scale=2.0**16)
-        if config.lr is None:
-            config = dataclasses.replace(config, lr=DEFAULT_LR.get(config.optimizer, 0.0))
-        config = dataclasses.replace(config, hidden=tuple(config.hidden))
-        config._check()
-        return config
-
-    def _check(self) -> None:
-        for name, allowed in (("precision", PRECISIONS), ("loss_scale", LOSS_SCALES),
-                              ("optimizer", OPTIMIZERS), ("data", DATASETS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name}: unknown value {getattr(self, name)!r}; accepted: {', '.join(allowed)}")
-        if self.loss_scale == "static" and self.scale is None:
-            raise ValueError("static loss scaling needs a scale (--scale S, e.g. 1024)")
-        if self.loss_scale == "none" and self.scale is not None:
-            raise ValueError("a scale was given but the loss scale is 'none'; use static or dynamic")
-        if self.scale is not None and not (_real(self.scale) and 0.0 < self.scale < math.inf):
-            raise ValueError(f"scale must be a positive finite number, got {self.scale!r}")
-        if not _integer(self.growth_interval) or self.growth_interval < 1:
-            raise ValueError(f"growth_interval must be a positive integer, got {self.growth_interval!r}")
-        if self.clip is not None and not (_real(self.clip) and 0.0 < self.clip < math.inf):
-            raise ValueError(f"clip must be a positive finite number, got {self.clip!r}")
-        if self.clip_before_unscale and self.clip is None:
-            raise ValueError("clip_before_unscale reorders clipping, so it needs a clip threshold (--clip C)")
-        if not (_real(self.lr) and 0.0 < self.lr < math.inf):
-            raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
-        for name in ("momentum", "weight_decay"):
-            value = getattr(self, name)
-            if not (_real(value) and 0.0 <= value < math.inf):
-                raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-        for name, low in (("steps", 0), ("batch_size", 1), ("seed", 0)):
-            value = getattr(self, name)
-            if not _integer(value) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        if not self.hidden or not all(_integer(h) and h >= 1 for h in self.hidden):
-            raise ValueError(f"hidden must be one or more positive layer widths, got {self.hidden!r}")
-
-    def notes(self) -> list[str]:
-        """Legal but noteworthy choices, as sentences for the user."""
-        notes = []
-        if self.precision == "bf16" and not self.master_weights:
-            notes.append(
-                "bf16 without master weights: the weights keep 8 significant bits, so updates "
-                "below half an ulp of a weight (about 0.4% of it) are lost"
-            )
-        if self.precision == "fp32" and not self.master_weights:
-            notes.append("fp32 without master weights is the same as fp32: the weights are FP32 anyway")
-        if self.precision == "bf16" and self.loss_scale != "none":
-            notes.append("bf16 has FP32's exponent range; loss scaling is rarely needed with it")
-        if self.clip_before_unscale and self.loss_scale == "none":
-            notes.append("clip_before_unscale with no loss scale changes nothing (the scale is 1)")
-        if self.optimizer == "adam" and not self.master_weights and self.precision == "fp16":
-            notes.append("Adam's eps=1e-8 rounds to 0 in fp16: a zero second moment then gives NaN updates")
-        return notes
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "hidden": list(self.hidden)}
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"unknown config field(s) {unknown}")
-        values = dict(values)
-        if "hidden" in values:
-            values["hidden"] = tuple(values["hidden"])
-        return cls(**values)
-
-
-def _real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _integer(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,31 +90,6 @@ def load_dataset(name: str, seed: int = 0) -> Dataset:
     return Dataset(*split)
 
 
-@dataclasses.dataclass(frozen=True)
-class StepDetail:
-    """Everything one step computed, handed to :attr:`Trainer.observers` after the step.
-
-    Bit arrays, shared with the trainer: observers read them and never write. ``grads_low`` are
-    the compute-format gradients of ``loss * loss_scale``; ``grads_reference`` the same backward
-    in FP32 (for an fp32 run, the gradients themselves). ``updates`` (what the optimizer
-    subtracted, in ``param_format``) and ``params_after`` are None on a skipped step. ``loss`` and
-    ``leaves`` (the compute-format parameters) keep the step's graph, so an observer can run
-    another backward pass on it.
-    """
-
-    record: StepRecord
-    loss: Tensor
-    leaves: list[Tensor]
-    loss_scale: np.float32
-    compute: sf.Format
-    param_format: sf.Format
-    grads_low: list[np.ndarray]
-    grads_reference: list[np.ndarray]
-    params_before: list[np.ndarray]
-    updates: list[np.ndarray] | None
-    params_after: list[np.ndarray] | None
-
-
 class Trainer:
     """A run: model, parameters, optimizer, loss scaler, data order, step count and log.
 
@@ -252,110 +110,98 @@ class Trainer:
         self.compute = PRECISIONS[config.precision]
         self.param_format = sf.fp32 if config.master_weights else self.compute
         self.params = self.model.init_parameters(seed=config.seed, fmt=self.param_format)
-        if config.optimizer == "sgd":
-            self.optimizer: SGD | Adam = SGD(self.param_format, config.lr, config.momentum, config.weight_decay)
-        else:
-            self.optimizer = Adam(self.param_format, config.lr, weight_decay=config.weight_decay)
-        self.scaler = self._make_scaler()
+        self.optimizer = make_optimizer(config, self.param_format)
+        self.scaler = make_loss_scaler(config)
         self.batches = datasets.BatchIterator(len(self.data.y_train), config.batch_size, seed=config.seed)
         self.step = 0
         entries = [sum(int(np.prod(s)) for s in self.model.parameter_shapes[i:i + 2])
                    for i in range(0, len(self.params), 2)]
         self.log = RunLog(self.model.layer_names, entries)
-        # Called with a StepDetail after every step: extra measurements, never training itself.
+        # Called with a StepDetail after every step, after the run log: measurements, never training.
         self.observers: list[Callable[[StepDetail], None]] = []
-
-    def _make_scaler(self) -> LossScaler:
-        config = self.config
-        if config.loss_scale == "dynamic":
-            return DynamicLossScaler(init_scale=config.scale, growth_interval=config.growth_interval)
-        return StaticLossScaler(config.scale if config.loss_scale == "static" else 1.0)
 
     # --- one step ---------------------------------------------------------------------------
 
     def _forward(self, params: list[np.ndarray], x: np.ndarray, requires_grad: bool) -> tuple[list[Tensor], Tensor]:
         """Leaves (parameters in the compute format) and FP32 logits for a batch."""
-        leaves = [Tensor(self._to_compute(p), self.compute, requires_grad) for p in params]
-        inputs = Tensor(np.asarray(self.compute.from_float(x)), self.compute)
-        return leaves, cast(self.model.forward(inputs, leaves), sf.fp32)
+        inputs = np.asarray(self.compute.from_float(x))
+        if trace.active():
+            features = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+            trace.op("from_float32", "input.to_compute", {"x": (features, "fp32")},
+                     {"out": (inputs, self.compute.name)}, dst=self.compute.name)
+        leaves = [Tensor(self._convert(p, self.param_format, self.compute, f"{name}.to_compute"), self.compute,
+                         requires_grad) for name, p in zip(self.model.parameter_names, params)]
+        logits = self.model.forward(Tensor(inputs, self.compute), leaves)
+        return leaves, cast(logits, sf.fp32, name="logits.to_fp32")
 
-    def _to_compute(self, bits: np.ndarray) -> np.ndarray:
-        if self.param_format is self.compute:
+    @staticmethod
+    def _convert(bits: np.ndarray, src: sf.Format, dst: sf.Format, name: str) -> np.ndarray:
+        """``bits`` in ``dst`` (one rounding; unchanged when the formats agree), traced as ``name``."""
+        if src is dst:
             return bits
-        return np.asarray(sf.convert(bits, src=self.param_format, dst=self.compute))
+        out = np.asarray(sf.convert(bits, src=src, dst=dst))
+        trace.op("convert", name, {"x": (bits, src.name)}, {"out": (out, dst.name)}, dst=dst.name)
+        return out
 
     def train_step(self) -> StepRecord:
-        """Run one training step and return its record (also appended to :attr:`log`)."""
-        config, compute, f32 = self.config, self.compute, sf.fp32
+        """Run one training step and return its record (also appended to :attr:`log`).
+
+        The recipe of the module docstring, and nothing else; the run log and then
+        :attr:`observers` measure the step afterwards from its :class:`StepDetail`.
+        """
+        compute, f32 = self.compute, sf.fp32
         index = next(self.batches)
         labels = self.data.y_train[index]
         leaves, logits = self._forward(self.params, self.data.x_train[index], requires_grad=True)
-        loss = mean(softmax_cross_entropy(logits, labels))
+        loss = mean(softmax_cross_entropy(logits, labels, name="loss.cross_entropy"), name="loss.mean")
         loss_scale = self.scaler.scale
-        root = loss if float(loss_scale) == 1.0 else scale(loss, loss_scale)
+        scaled_loss = loss if float(loss_scale) == 1.0 else scale(loss, loss_scale, name="loss.scale")
+        grads_low = gradients(scaled_loss, leaves)
+        found_inf = any(count_nonfinite(g, compute) > 0 for g in grads_low)
 
-        grads_low = gradients(root, leaves)
-        layers = range(0, len(leaves), 2)
-        if compute is f32:
-            underflow = [0 for _ in layers]
-            grads_reference = grads_low
-        else:  # the same backward in FP32, from the same forward values
-            grads_ref = grads_reference = gradients(root, leaves, promote_to=f32)
-            underflow = [sum(count_underflow(grads_low[j], compute, grads_ref[j], f32) for j in (i, i + 1))
-                         for i in layers]
-        subnormal = sum(count_subnormal(g, compute) for g in grads_low)
-        nonfinite = sum(count_nonfinite(g, compute) for g in grads_low)
-        found_inf = nonfinite > 0
-
-        grads = [np.asarray(sf.convert(g, src=compute, dst=f32)) if compute is not f32 else g for g in grads_low]
-        if config.clip_before_unscale:  # the bug, on purpose: the threshold meets scaled gradients
+        names = self.model.parameter_names
+        grads = [self._convert(g, compute, f32, f"{name}.grad.to_fp32") for name, g in zip(names, grads_low)]
+        if self.config.clip_before_unscale:  # the bug, on purpose: the threshold meets scaled gradients
             grads, norm, norm_clipped, clipped = self._clip(grads, found_inf)
-            grads = self._unscale(grads)
+            grads = self._unscale(grads, found_inf)
         else:
-            grads = self._unscale(grads)
+            grads = self._unscale(grads, found_inf)
             grads, norm, norm_clipped, clipped = self._clip(grads, found_inf)
 
-        swallowed = [0 for _ in layers]
-        old, updates = self.params, None
+        params_before, updates = self.params, None
         if not found_inf:
-            if self.param_format is not f32:
-                grads = [np.asarray(sf.convert(g, src=f32, dst=self.param_format)) for g in grads]
-            old = self.params
-            self.params, updates = self.optimizer.step(old, grads)
-            swallowed = [sum(count_swallowed(updates[j], old[j], self.param_format, compute) for j in (i, i + 1))
-                         for i in layers]
+            grads = [self._convert(g, f32, self.param_format, f"{name}.grad.to_param") for name, g in zip(names, grads)]
+            self.params, updates = self.optimizer.step(params_before, grads, names)
         skipped = self.scaler.update(found_inf)
 
-        record = StepRecord(
-            step=self.step,
-            loss=float(f32.to_float(loss.data)),
-            accuracy=_accuracy(logits, labels),
-            scale=float(loss_scale),
-            skipped=bool(skipped),
-            grad_norm=float(f32.to_float(norm)),
-            grad_norm_clipped=float(f32.to_float(norm_clipped)),
-            clipped=clipped,
-            underflow=underflow,
-            swallowed=swallowed,
-            subnormal_grads=subnormal,
-            nonfinite_grads=nonfinite,
-        )
-        self.log.append(record)
+        detail = StepDetail(
+            step=self.step, loss=loss, scaled_loss=scaled_loss, logits=logits, labels=labels, leaves=leaves,
+            loss_scale=loss_scale, compute=compute, param_format=self.param_format, grads_low=grads_low,
+            grad_norm=norm, grad_norm_clipped=norm_clipped, clipped=clipped, skipped=skipped,
+            params_before=params_before, updates=updates, params_after=None if updates is None else self.params)
         self.step += 1
-        if self.observers:
-            detail = StepDetail(record, loss, leaves, loss_scale, compute, self.param_format, grads_low,
-                                grads_reference, old, updates, None if updates is None else self.params)
-            for observer in self.observers:
-                observer(detail)
-        return record
+        for observer in (self.log, *self.observers):
+            observer(detail)
+        return detail.record
 
-    def _unscale(self, grads: list[np.ndarray]) -> list[np.ndarray]:
+    def _unscale(self, grads: list[np.ndarray], found_inf: bool) -> list[np.ndarray]:
         """Multiply by 1/scale in FP32 (exact for a power-of-two scale); once per step."""
         self.scaler.mark_unscaled()
         inverse = self.scaler.inv_scale()
-        if float(inverse) == 1.0:
-            return grads
-        return [np.asarray(sf.fp32.mul(g, inverse)) for g in grads]
+        unscaled = grads if float(inverse) == 1.0 else [np.asarray(sf.fp32.mul(g, inverse)) for g in grads]
+        if trace.active():
+            self._trace_unscale(inverse, grads, unscaled, found_inf)
+        return unscaled
+
+    def _trace_unscale(self, inverse: np.float32, grads: list[np.ndarray], unscaled: list[np.ndarray],
+                       found_inf: bool) -> None:
+        """Report the reciprocal and the unscale (with found_inf, as GradScaler's kernel yields it)."""
+        scale, inverse = (np.asarray(v, dtype=np.float32).view(np.uint32) for v in (self.scaler.scale, inverse))
+        trace.op("inv_scale", "loss_scale.inverse", {"scale": (scale, "fp32")}, {"inv": (inverse, "fp32")})
+        names = self.model.parameter_names
+        trace.op("unscale", "grads.unscale",
+                 {**{n: (g, "fp32") for n, g in zip(names, grads)}, "inv_scale": (inverse, "fp32")},
+                 {**{n: (g, "fp32") for n, g in zip(names, unscaled)}, "found_inf": (np.bool_(found_inf), "bool")})
 
     def _clip(self, grads: list[np.ndarray], found_inf: bool) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, bool]:
         """(grads, norm before, norm after, fired). No clipping on a step that will be skipped."""
@@ -406,7 +252,7 @@ class Trainer:
         """
         _, logits = self._forward(self.params, x, requires_grad=False)
         loss = mean(softmax_cross_entropy(logits, y))
-        return float(sf.fp32.to_float(loss.data)), _accuracy(logits, y)
+        return float(sf.fp32.to_float(loss.data)), accuracy(logits, y)
 
     def master_weights(self) -> list[np.ndarray]:
         """The weights as FP32 bit arrays (the master copy; widened exactly without one)."""
@@ -481,7 +327,7 @@ class Trainer:
         if differences:
             raise ValueError("the checkpoint was made with another configuration: " + "; ".join(differences))
         step = meta.get("step")
-        if not _integer(step) or step < 0:
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
             raise ValueError(f"checkpoint step must be a non-negative integer, got {step!r}")
         params = []
         for i, shape in enumerate(self.model.parameter_shapes):
@@ -495,12 +341,12 @@ class Trainer:
         if extra:
             raise ValueError(f"checkpoint has unexpected arrays {sorted(extra)}")
         # Load into fresh objects first, so a failure leaves this trainer as it was.
-        optimizer = type(self.optimizer)(self.param_format, **_optimizer_args(self.config))
+        optimizer = make_optimizer(self.config, self.param_format)
         optimizer.load_state_dict(optimizer_arrays, meta["optimizer"])
         for i, state in enumerate(next(iter(optimizer.state.values()), [])):
             if state.shape != params[i].shape:
                 raise ValueError(f"optimizer state {i} has shape {state.shape}, expected {params[i].shape}")
-        scaler = self._make_scaler()
+        scaler = make_loss_scaler(self.config)
         scaler.load_state_dict(meta["scaler"])
         batches = datasets.BatchIterator(len(self.data.y_train), self.config.batch_size, seed=self.config.seed)
         batches.load_state_dict(meta["batches"])
@@ -525,21 +371,6 @@ class Trainer:
         if trainer.step > trainer.config.steps:
             raise ValueError(f"{path}: the checkpoint is at step {trainer.step}, beyond steps={trainer.config.steps}")
         return trainer
-
-
-def _optimizer_args(config: TrainConfig) -> dict[str, Any]:
-    if config.optimizer == "sgd":
-        return {"lr": config.lr, "momentum": config.momentum, "weight_decay": config.weight_decay}
-    return {"lr": config.lr, "weight_decay": config.weight_decay}
-
-
-def _accuracy(logits: Tensor, labels: np.ndarray) -> float:
-    """Share of rows whose largest logit (first on ties) is the label; a NaN row counts wrong."""
-    values = logits.value()
-    if values.shape[0] == 0:
-        return 0.0
-    correct = (np.argmax(values, axis=1) == labels) & ~np.isnan(values).any(axis=1)
-    return float(np.count_nonzero(correct)) / values.shape[0]
 
 
 def _finite_or_none(value: Any) -> Any:

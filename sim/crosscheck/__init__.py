@@ -1,6 +1,8 @@
 """Cross-check of the emulator against PyTorch: the same training run on both, compared op by op.
 
-- :mod:`~sim.crosscheck.program`: the training step as a sequence of named ops, written once;
+- :mod:`~sim.crosscheck.program`: the plan of a run, and the emulator's side: the trainer's own
+  step, recorded through :mod:`sim.trace`;
+- :mod:`~sim.crosscheck.loop`: the same ops spelled out for a backend that is not sim (torch);
 - :mod:`~sim.crosscheck.record`: op records, the recorder, the emulator's side of every op, replay;
 - :mod:`~sim.crosscheck.reference`: the torch side (``exact`` and ``library`` modes);
 - :mod:`~sim.crosscheck.torch_exact`: correctly rounded torch building blocks (fma, sqrt, matmul,

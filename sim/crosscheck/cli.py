@@ -6,6 +6,8 @@
 Without ``--against`` the torch side runs here (``--dump PATH`` saves its records); with
 ``--against PATH`` the torch side is read from a dump made earlier (on another machine, say),
 whose run settings then apply (flags given as well must agree with it), and torch is not needed.
+The training flags are ``python -m sim train``'s own (:func:`sim.arguments.add_train_arguments`);
+one the cross-check does not reproduce (``--clip``) is refused with a message naming it.
 ``--replay`` feeds each emulator op the device's own inputs. Exit status: 0 when no op diverges
 unexpectedly (``library`` ops may diverge: that is expected and reported), 1 when one does,
 2 for a bad command line, a missing torch/CUDA, or an unreadable dump.
@@ -13,39 +15,26 @@ unexpectedly (``library`` ops may diverge: that is expected and reported), 1 whe
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from sim.crosscheck.compare import compare_records, format_report
 from sim.crosscheck.dump import DumpError, load_dump, save_dump
-from sim.crosscheck.program import Plan, UnsupportedConfig, run_training
+from sim.crosscheck.loop import run_training
+from sim.crosscheck.program import Plan, UnsupportedConfig, check_supported, record_trainer
 from sim.crosscheck.record import EmulatorBackend, Recorder, replay
-from sim.arguments import (  # the same rules and exit status as `python -m sim train`
-    UsageError, check_writable, non_negative_int, positive_float, positive_int,
+from sim.arguments import (  # the same flags, rules and exit status as `python -m sim train`
+    UsageError, add_train_arguments, check_writable, given_train_fields, positive_int, train_config,
 )
-from sim.train import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig
+from sim.config import TrainConfig
 
 __all__ = ["main"]
 
 PROG = "python -m sim crosscheck"
 _NAN_PROFILES = {"cpu": "x86", "cuda": "cuda"}
-# argparse destination -> TrainConfig field, for the training flags.
-_FIELDS = ("precision", "loss_scale", "scale", "growth_interval", "master_weights", "optimizer", "lr",
-           "batch_size", "seed", "data", "hidden")
-
-
-def _widths(text: str) -> tuple[int, ...]:
-    try:
-        widths = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated layer widths, got {text!r}") from None
-    if not widths or min(widths) < 1:
-        raise argparse.ArgumentTypeError(f"layer widths must be positive, got {text!r}")
-    return widths
+_DEFAULT_STEPS = 50
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,7 +43,6 @@ def _parser() -> argparse.ArgumentParser:
         description="Compare a PyTorch training run with the emulator, op by op and bit by bit.",
     )
     parser.add_argument("--device", choices=("cpu", "cuda"), help="where torch runs (default cpu)")
-    parser.add_argument("--steps", type=positive_int, metavar="N", help="training steps (default 50)")
     parser.add_argument("--mode", choices=("exact", "library"),
                         help="exact: every torch op bit-defined (default); library: torch's own kernels")
     parser.add_argument("--dump", metavar="PATH", help="save the records this command computed (.npz)")
@@ -67,32 +55,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-rows", type=positive_int, default=5, metavar="N",
                         help="differing elements shown for the first divergent op (default 5)")
     training = parser.add_argument_group("training run (as python -m sim train; defaults likewise)")
-    training.add_argument("--precision", choices=tuple(PRECISIONS))
-    training.add_argument("--loss-scale", choices=LOSS_SCALES)
-    training.add_argument("--scale", type=positive_float, metavar="S")
-    training.add_argument("--growth-interval", type=positive_int, metavar="N")
-    training.add_argument("--no-master-weights", dest="master_weights", action="store_const", const=False)
-    training.add_argument("--optimizer", choices=OPTIMIZERS)
-    training.add_argument("--lr", type=positive_float)
-    training.add_argument("--batch-size", type=positive_int, metavar="B")
-    training.add_argument("--seed", type=non_negative_int, metavar="S")
-    training.add_argument("--data", choices=DATASETS)
-    training.add_argument("--hidden", type=_widths, metavar="W1,W2,...",
-                          help="hidden layer widths (default 128,128,128)")
+    add_train_arguments(training, steps_default=_DEFAULT_STEPS)
     return parser
 
 
-def _given(args: argparse.Namespace) -> dict[str, Any]:
-    return {field: getattr(args, field) for field in _FIELDS if getattr(args, field) is not None}
-
-
-def _resolved(config: TrainConfig, steps: int) -> TrainConfig:
+def _config(given: dict[str, Any], base: TrainConfig | None = None) -> TrainConfig:
+    """The run's config (UsageError for an impossible one, or one the cross-check cannot run)."""
+    config = train_config(given, base)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return dataclasses.replace(config, steps=steps).resolved()
-    except ValueError as error:
+        check_supported(config)
+    except UnsupportedConfig as error:
         raise UsageError(str(error)) from None
+    return config
 
 
 def _from_dump(args: argparse.Namespace) -> tuple[Any, TrainConfig, str, str, int]:
@@ -112,11 +86,12 @@ def _from_dump(args: argparse.Namespace) -> tuple[Any, TrainConfig, str, str, in
     conflicts = [f"--{name.replace('_', '-')} {given!r} (the dump has {saved_value!r})"
                  for name, given, saved_value in (
                      ("device", args.device, device), ("mode", args.mode, dump.mode), ("steps", args.steps, dump.steps),
-                     *((field, value, getattr(saved, field)) for field, value in _given(args).items()))
+                     *((field, value, getattr(saved, field)) for field, value in given_train_fields(args).items()
+                       if field != "steps"))
                  if given is not None and given != saved_value]
     if conflicts:
         raise UsageError("--against: flags disagree with the dump: " + "; ".join(conflicts))
-    return dump, _resolved(saved, dump.steps), device, dump.mode, dump.steps
+    return dump, _config({"steps": dump.steps}, saved), device, dump.mode, dump.steps
 
 
 def _title(device: str, mode: str, info: dict[str, Any], config: TrainConfig, plan: Plan,
@@ -155,12 +130,10 @@ def _run(args: argparse.Namespace) -> int:
         dump, config, device, mode, steps = _from_dump(args)
         device_records, info, settings = dump.records, dump.device, dump.settings
     else:
-        device, mode, steps = args.device or "cpu", args.mode or "exact", args.steps or 50
-        config = _resolved(TrainConfig(**_given(args)), steps)
-    try:
-        plan = Plan.from_config(config, steps)
-    except UnsupportedConfig as error:
-        raise UsageError(str(error)) from None
+        device, mode = args.device or "cpu", args.mode or "exact"
+        steps = _DEFAULT_STEPS if args.steps is None else args.steps
+        config = _config({**given_train_fields(args), "steps": steps})
+    plan = Plan.from_config(config, steps)
     try:
         backend = EmulatorBackend(_tensor_core(args, device, mode))
     except ValueError:
@@ -174,7 +147,9 @@ def _run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.replay:
         emulator_records = replay(device_records, backend, sources=lambda record: plan.source(record.name, record.step))
-    else:
+    elif backend.tensor_core is None:
+        emulator_records = record_trainer(plan)  # the trainer's own step
+    else:  # the trainer has no tensor-core GEMMs: the reference's loop on the emulator's kinds
         recorder = Recorder(backend)
         run_training(recorder, plan)
         emulator_records = recorder.records

@@ -71,9 +71,7 @@ def _compare(role: str, fmt: str, device: np.ndarray, emulator: np.ndarray, nan:
         same = int(np.count_nonzero(device == emulator))
         return OutputDiff(role, fmt, device.size, same, None, 0, 0)
     bad = mismatch_mask(emulator, device, fmt, nan=nan)
-    magnitude = FLOAT_FORMATS[fmt].sign_mask - 1
-    device_nan = (device.astype(np.int64) & magnitude) > FLOAT_FORMATS[fmt].inf
-    emulator_nan = (emulator.astype(np.int64) & magnitude) > FLOAT_FORMATS[fmt].inf
+    device_nan, emulator_nan = FLOAT_FORMATS[fmt].is_nan(device), FLOAT_FORMATS[fmt].is_nan(emulator)
     either_nan, both_nan = device_nan | emulator_nan, device_nan & emulator_nan
     distances = np.asarray(ulp_distance(emulator, device, fmt))[bad & ~either_nan]
     return OutputDiff(

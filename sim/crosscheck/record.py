@@ -35,6 +35,8 @@ import numpy as np
 import softfloat16 as sf
 import softfloat16.linalg as linalg
 from sim import tensor
+from sim.config import PRECISIONS
+from sim.diagnostics import count_nonfinite
 from sim.optim import SGD, Adam
 from sim.scaler import DynamicLossScaler, StaticLossScaler
 
@@ -50,7 +52,7 @@ __all__ = [
     "replay",
 ]
 
-FLOAT_FORMATS = {"fp16": sf.fp16, "bf16": sf.bf16, "fp32": sf.fp32}
+FLOAT_FORMATS = PRECISIONS  # a dump holds the formats a training run computes in, no others
 DATA_FORMATS = {"bool": np.dtype(np.bool_), "int32": np.dtype(np.int32), "int64": np.dtype(np.int64)}
 
 
@@ -169,6 +171,15 @@ class Recorder:
         """Record values as they stand (the final master weights): an op of kind ``state``."""
         self._keep(self.step, name, "state", "data", {}, {}, values)
 
+    def traced(self, kind: str, name: str, inputs: dict[str, tuple[np.ndarray, str]],
+               outputs: dict[str, tuple[np.ndarray, str]], attrs: dict[str, Any]) -> None:
+        """A :mod:`sim.trace` tracer: keep an op sim ran itself (``impl`` ``sim``)."""
+        def bits(values: dict[str, tuple[np.ndarray, str]]) -> list[Bits]:
+            return [(role, fmt, np.asarray(data, dtype=storage_dtype(fmt))) for role, (data, fmt) in values.items()]
+
+        if self.record:
+            self.records.append(OpRecord(self.step, name, kind, "sim", dict(attrs), bits(inputs), bits(outputs)))
+
     def run(self, kind: str, name: str, inputs: dict[str, Val], **attrs: Any) -> dict[str, Val]:
         """Compute op ``name`` of ``kind`` on the backend and record it; returns its outputs."""
         outputs, impl = self.backend.run(kind, inputs, attrs)
@@ -269,17 +280,22 @@ def _add_bias_backward(backend: EmulatorBackend, inputs: dict[str, Val], attrs: 
     return _grads(("grad_x", "grad_bias"), grads, (x.fmt, bias.fmt))
 
 
-@_kind("relu")
-def _relu(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
-    x = inputs["x"]
-    return {"out": _out(tensor.relu(_leaf(x)).data, x.fmt)}
+def _one_input_kinds(kind: str, op: Callable[[tensor.Tensor], tensor.Tensor]) -> None:
+    """Register ``kind`` and ``kind.backward`` for an op of one tensor ``x`` whose output keeps x's format."""
+    def forward(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
+        x = inputs["x"]
+        return {"out": _out(op(_leaf(x)).data, x.fmt)}
+
+    def backward(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
+        x = inputs["x"]
+        (grad,) = op(_leaf(x, True)).backward_rule(np.asarray(inputs["grad"].data), _ROOT)
+        return {"grad_x": _out(grad, x.fmt)}
+
+    KINDS[kind], KINDS[f"{kind}.backward"] = forward, backward
 
 
-@_kind("relu.backward")
-def _relu_backward(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
-    x = inputs["x"]
-    (grad,) = tensor.relu(_leaf(x, True)).backward_rule(np.asarray(inputs["grad"].data), _ROOT)
-    return {"grad_x": _out(grad, x.fmt)}
+_one_input_kinds("relu", tensor.relu)
+_one_input_kinds("mean", tensor.mean)
 
 
 @_kind("cast")
@@ -309,19 +325,6 @@ def _softmax_cross_entropy_backward(
     node = tensor.softmax_cross_entropy(_leaf(inputs["logits"], True), np.asarray(inputs["labels"].data))
     (grad,) = node.backward_rule(np.asarray(inputs["grad"].data), _ROOT)
     return {"grad_logits": _out(grad, "fp32")}
-
-
-@_kind("mean")
-def _mean(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
-    x = inputs["x"]
-    return {"out": _out(tensor.mean(_leaf(x)).data, x.fmt)}
-
-
-@_kind("mean.backward")
-def _mean_backward(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
-    x = inputs["x"]
-    (grad,) = tensor.mean(_leaf(x, True)).backward_rule(np.asarray(inputs["grad"].data), _ROOT)
-    return {"grad_x": _out(grad, x.fmt)}
 
 
 @_kind("scale")
@@ -363,9 +366,7 @@ def _unscale(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, 
 
 
 def _nonfinite(value: Val) -> bool:
-    fmt = _fmt(value)
-    exponent = (np.asarray(value.data, dtype=np.int64) >> fmt.fraction_bits) & ((1 << fmt.exponent_bits) - 1)
-    return bool((exponent == (1 << fmt.exponent_bits) - 1).any())
+    return count_nonfinite(np.asarray(value.data), _fmt(value)) > 0
 
 
 @_kind("sgd_step")
@@ -407,10 +408,7 @@ def _adam_step(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str
 def _scaler_update(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        scaler = DynamicLossScaler(
-            init_scale=_scale_value(inputs["scale"]), growth_factor=attrs["growth_factor"],
-            backoff_factor=attrs["backoff_factor"], growth_interval=attrs["growth_interval"],
-        )
+        scaler = DynamicLossScaler(init_scale=_scale_value(inputs["scale"]), **attrs)
     state = scaler.state_dict()
     state["_growth_tracker"] = int(np.asarray(inputs["growth_tracker"].data))
     scaler.load_state_dict(state)

@@ -3,7 +3,7 @@
 Two modes:
 
 - ``exact``: each op is written so that its result is defined to the bit (eager elementwise ops,
-  explicit k-loops for matmuls and sums, exp/log with fp32math's op sequence; see
+  explicit k-loops for matmuls and sums, exp/log by fp32math's own steps; see
   :mod:`sim.crosscheck.torch_exact`). On a correct device it must equal the emulator everywhere.
 - ``library``: what a user's torch code would call (``torch.matmul`` on oneDNN/cuBLAS,
   ``torch.nn.functional.cross_entropy``, ``torch.mean``, ``torch.relu``, ``torch.optim.SGD`` /

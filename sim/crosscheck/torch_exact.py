@@ -20,7 +20,8 @@ What torch has no single op for is built from error-free transformations in FP64
   about 1 in 6 random FP32 inputs lands one ulp off), so the square root is estimated in FP64,
   rounded to FP32 and corrected by comparing the exact FP64 squares of the two neighbouring
   midpoints (25 bits, so their squares are exact) with the input.
-- :func:`exp32` / :func:`log32`: the operation sequence of :mod:`sim.fp32math`, op for op.
+- :func:`exp32` / :func:`log32`: :mod:`sim.fp32math`'s algorithm itself (its ``exp_steps`` /
+  ``log_steps`` and constants), driven with torch operations (:class:`TorchFp32`).
 
 Nothing here imports torch at module level, so the module can be imported (and its doctests
 collected) without torch installed.
@@ -34,19 +35,13 @@ from sim import fp32math
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["add_round32", "exp32", "fma32", "log32", "matmul", "sequential_sum", "sqrt"]
+__all__ = ["TorchFp32", "add_round32", "exp32", "fma32", "log32", "matmul", "sequential_sum", "sqrt"]
 
 
 def _torch():
     import torch
 
     return torch
-
-
-def _f32_constant(bits, like: torch.Tensor) -> torch.Tensor:
-    """An FP32 scalar tensor holding ``bits`` (a numpy uint32), on ``like``'s device."""
-    torch = _torch()
-    return torch.tensor(int(bits), dtype=torch.int64).to(torch.int32).view(torch.float32).to(like.device)
 
 
 def add_round32(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -137,7 +132,8 @@ def _products_normal_in_fp32(a: torch.Tensor, b: torch.Tensor) -> bool:
             return True  # every product is a zero, an infinity or NaN: the same in FP32
         magnitudes.append((values.min().item(), values.max().item()))
     (a_low, a_high), (b_low, b_high) = magnitudes
-    return a_low * b_low >= 2.0**-126 and a_high * b_high < 2.0**128  # exact FP64 products
+    # exact FP64 products, within FP32's normal range
+    return a_low * b_low >= 2.0**fp32math.FP32.emin and a_high * b_high < 2.0 ** (fp32math.FP32.emax + 1)
 
 
 def sequential_sum(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -156,83 +152,70 @@ def sequential_sum(x: torch.Tensor, dim: int) -> torch.Tensor:
     return acc
 
 
-def _power_of_two(k: torch.Tensor) -> torch.Tensor:
-    """FP32 2**k for integer tensors -126 <= k <= 127 (as fp32math._power_of_two)."""
-    torch = _torch()
-    return ((k + 127) << 23).to(torch.int32).view(torch.float32)
+class TorchFp32:
+    """:class:`sim.fp32math.Fp32Arithmetic` on float32 tensors: eager ``+ - * /`` (correctly rounded
+    on CPU and CUDA), :func:`fma32`, bit views. ``device``: where constants are made."""
 
+    def __init__(self, device: torch.device) -> None:
+        self.torch, self.device = _torch(), device
 
-def _constants(like: torch.Tensor, names: list[str]) -> list[torch.Tensor]:
-    return [_f32_constant(getattr(fp32math, name), like) for name in names]
+    def const(self, bits) -> torch.Tensor:
+        torch = self.torch
+        return torch.tensor(int(bits), dtype=torch.int64).to(torch.int32).view(torch.float32).to(self.device)
+
+    def add(self, a, b):
+        return a + b
+
+    def sub(self, a, b):
+        return a - b
+
+    def mul(self, a, b):
+        return a * b
+
+    def div(self, a, b):
+        return a / b
+
+    def fma(self, a, b, c):
+        return fma32(a, b, c)
+
+    def neg(self, a):
+        return -a
+
+    def lt(self, a, b):
+        return a < b
+
+    def isnan(self, a):
+        return a != a
+
+    def where(self, mask, a, b):
+        return self.torch.where(mask, a, b)
+
+    def bits(self, a):
+        return a.view(self.torch.int32).to(self.torch.int64) & 0xFFFFFFFF
+
+    def from_bits(self, bits):
+        signed = self.torch.where(bits >= 2**31, bits - 2**32, bits)  # the int32 with those bits
+        return signed.to(self.torch.int32).view(self.torch.float32)
+
+    def from_int(self, integers):
+        return integers.to(self.torch.float32)
 
 
 def exp32(x: torch.Tensor) -> torch.Tensor:
-    """``e**x`` for an FP32 tensor with :func:`sim.fp32math.exp`'s operation sequence.
+    """``e**x`` for an FP32 tensor: :func:`sim.fp32math.exp_steps`, computed by torch.
 
     >>> import pytest; torch = pytest.importorskip("torch")
     >>> exp32(torch.tensor([0.0, 1.0, float("-inf")])).tolist()
     [1.0, 2.7182817459106445, 0.0]
     """
-    torch = _torch()
-    # The constants are fp32math's own bit patterns (private there; shared so both sides agree).
-    low, high, inv_ln2, rounder, ln2_hi, ln2_lo, nan = _constants(
-        x, ["_EXP_LOW", "_EXP_HIGH", "_INV_LN2", "_ROUNDER", "_LN2_HI", "_LN2_LO", "_NAN"])
-    taylor = [_f32_constant(c, x) for c in fp32math._EXP_TAYLOR]
-    is_nan = x != x
-    x_in = torch.where(x < low, low, torch.where(high < x, high, x))
-    x_in = torch.where(is_nan, low, x_in)
-    shifted = x_in * inv_ln2 + rounder  # two roundings, as the emulator's mul then add
-    k_float = shifted - rounder
-    k = shifted.view(torch.int32).to(torch.int64) - rounder.view(torch.int32).to(torch.int64)
-    minus_k = -k_float
-    r = fma32(minus_k, ln2_hi, x_in)
-    r = fma32(minus_k, ln2_lo, r)
-    poly = taylor[0].expand_as(r)
-    for coefficient in taylor[1:]:
-        poly = fma32(poly, r, coefficient)
-    k_half = k >> 1
-    result = (poly * _power_of_two(k_half)) * _power_of_two(k - k_half)
-    return torch.where(is_nan, nan, result)
+    return fp32math.exp_steps(x, TorchFp32(x.device))
 
 
 def log32(x: torch.Tensor) -> torch.Tensor:
-    """Natural logarithm of an FP32 tensor with :func:`sim.fp32math.log`'s operation sequence.
+    """Natural logarithm of an FP32 tensor: :func:`sim.fp32math.log_steps`, computed by torch.
 
     >>> import pytest; torch = pytest.importorskip("torch")
     >>> log32(torch.tensor([1.0, 2.0, 0.0, float("inf")])).tolist()
     [0.0, 0.6931471824645996, -inf, inf]
     """
-    torch = _torch()
-    one, two, half, two_pow_24, ln2_hi, ln2_lo, nan = _constants(
-        x, ["_ONE", "_TWO", "_HALF", "_TWO_POW_24", "_LN2_HI", "_LN2_LO", "_NAN"])
-    series_coefficients = [_f32_constant(c, x) for c in fp32math._LOG_SERIES]
-    bits = x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
-    magnitude = bits & 0x7FFFFFFF
-    negative = ((bits >> 31) == 1) & (magnitude != 0)
-    special_nan = (x != x) | negative
-    zero = magnitude == 0
-    infinite = bits == 0x7F800000
-    subnormal = (magnitude < 0x00800000) & ~zero
-    one_bits = one.view(torch.int32).to(torch.int64)
-    ordinary = torch.where(special_nan | zero | infinite, one_bits, magnitude)
-    scaled = (ordinary.to(torch.int32).view(torch.float32) * two_pow_24).view(torch.int32).to(torch.int64)
-    ordinary = torch.where(subnormal, scaled, ordinary)
-    e = (ordinary >> 23) - 127 - torch.where(subnormal, 24, 0)
-    m = (ordinary & 0x007FFFFF) | 0x3F800000
-    high = m > fp32math._SQRT2_BITS
-    m = torch.where(high, m - 0x00800000, m)
-    e = e + high.to(torch.int64)
-    e_float = e.to(torch.float32)  # |e| <= 150: exact
-    f = m.to(torch.int32).view(torch.float32) - one
-    s = f / (two + f)
-    z = s * s
-    series = series_coefficients[0].expand_as(z)
-    for coefficient in series_coefficients[1:]:
-        series = fma32(series, z, coefficient)
-    r = z * series
-    h = half * (f * f)
-    inner = fma32(e_float, ln2_lo, s * (h + r))
-    result = e_float * ln2_hi - ((h - inner) - f)
-    result = torch.where(zero, torch.full_like(result, float("-inf")),
-                         torch.where(infinite, torch.full_like(result, float("inf")), result))
-    return torch.where(special_nan, nan, result)
+    return fp32math.log_steps(x, TorchFp32(x.device))

@@ -7,14 +7,13 @@ import json
 import math
 from typing import Any
 
+from sim.figures import FP16_MAX
 from sim.report.claims import claims, layers_text
 from sim.report.formatting import binary_exponent, number, percent
 from sim.report.measures import late_accuracy, lost_updates, windowed_underflow
 from sim.report.recipes import evaluation_interval
 
 __all__ = ["FIGURE_CAPTIONS", "render_report"]
-
-FP16_MAX = 65504.0
 
 FIGURE_CAPTIONS = {
     "a": ("The number line", "FP32, BF16 and FP16 on a log2 axis (solid: normal numbers, light: subnormals), with "

@@ -1,5 +1,6 @@
 """The loss scalers' state machines: hand-written traces of GradScaler's rules, and torch CPU."""
 
+import dataclasses
 import json
 import math
 import warnings
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.scaler import DynamicLossScaler, StaticLossScaler
+from sim.scaler import DynamicLossScaler, DynamicScalerConfig, StaticLossScaler
 
 FP32_MAX = float(np.finfo(np.float32).max)
 
@@ -421,3 +422,23 @@ def test_inv_scale_matches_torch():
     theirs = torch.from_numpy(values.copy()).double().reciprocal().float().numpy()
     for value, expected in zip(values, theirs, strict=True):
         assert quiet_static(value).inv_scale().view(np.uint32) == expected.view(np.uint32)
+
+
+# --- the configuration, one frozen dataclass -----------------------------------------------------
+
+
+def test_the_configuration_is_one_frozen_dataclass():
+    scaler = DynamicLossScaler(init_scale=8.0, growth_interval=3, min_scale=1.0, hysteresis=2)
+    assert scaler.config == DynamicScalerConfig(growth_interval=3, min_scale=1.0, hysteresis=2)
+    assert scaler.min_scale == np.float32(1.0) and scaler.min_scale.dtype == np.float32
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        scaler.config.growth_interval = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        DynamicLossScaler(growth_intervall=3)  # a misspelt setting is not silently ignored
+    # load_state_dict checks with the same rules as the constructor, and restores the config
+    other = DynamicLossScaler()
+    other.load_state_dict(scaler.state_dict())
+    assert other.config == scaler.config
+    with pytest.raises(ValueError, match="state: growth_factor must be finite and >= 1"):
+        other.load_state_dict({**scaler.state_dict(), "growth_factor": 0.5})
+    assert DynamicScalerConfig(**DynamicScalerConfig(min_scale=4.0).state_dict()).min_scale == np.float32(4.0)

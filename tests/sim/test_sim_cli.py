@@ -1,6 +1,7 @@
 """``python -m sim``: a smoke run on synthetic data, the JSON report, resume, and bad input."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -8,7 +9,8 @@ import sys
 
 import pytest
 
-from sim.cli import main
+from sim.cli import _Progress, main
+from sim.diagnostics import StepRecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = ["train", "--data", "synthetic", "--batch-size", "8"]
@@ -98,3 +100,20 @@ def test_momentum_and_weight_decay_flags_reach_the_optimizer(tmp_path, capsys):
     assert [r["config"]["momentum"] for r in reports] == [0.9, 0.0, 0.9]
     assert [r["config"]["weight_decay"] for r in reports] == [0.0, 0.0, 0.01]
     assert len({r["weights_sha256"] for r in reports}) == 3
+
+
+def test_the_progress_bar_shows_on_a_terminal_only():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    records = [StepRecord(step, 0.5, 1.0, 1024.0, step == 1, 1.0, 1.0, False, [0], [0], 0, 0) for step in range(3)]
+    for stream in (Terminal(), io.StringIO()):
+        progress = _Progress(0, 3, stream)
+        for record in records:
+            progress(record)
+        progress.close()
+        if stream.isatty():
+            assert "3/3" in stream.getvalue() and "skipped 1" in stream.getvalue()
+        else:
+            assert stream.getvalue() == ""

@@ -13,6 +13,7 @@ import pytest
 import softfloat16 as sf
 import softfloat16.linalg as linalg
 from sim import tensor as T
+from sim import trace
 from sim.nn import MLP
 
 F32 = sf.fp32
@@ -166,3 +167,22 @@ def test_errors():
         T.gradients(T.mean(a32), [a32])
     with pytest.raises(ValueError, match="add_bias"):
         T.add_bias(a32, T.Tensor(np.zeros(3, np.uint32), F32))
+
+
+def test_named_ops_and_their_backward_are_traced_in_the_low_precision_pass_only():
+    seen = []
+    w = T.Tensor.from_float(np.array([[0.5], [-1.0]]), sf.fp16, requires_grad=True)
+    x = T.Tensor.from_float(np.array([[1.0, 2.0]]), sf.fp16)
+    with trace.tracing(lambda kind, name, inputs, outputs, attrs: seen.append((kind, name, inputs, outputs, attrs))):
+        loss = T.mean(T.cast(T.matmul(x, w, name="fc.matmul"), sf.fp32), name="loss.mean")  # cast unnamed: not traced
+        T.gradients(loss, [w], promote_to=sf.fp32)  # the diagnostic's FP32 pass: not traced
+        (grad,) = T.gradients(loss, [w])
+    assert [(kind, name) for kind, name, *_ in seen] == [
+        ("matmul", "fc.matmul"), ("mean", "loss.mean"), ("mean.backward", "loss.mean.backward"),
+        ("matmul.backward", "fc.matmul.backward")]
+    kind, name, inputs, outputs, attrs = seen[-1]
+    assert list(inputs) == ["grad", "a", "b"] and attrs == {"requires": [False, True]}
+    assert list(outputs) == ["grad_b"] and np.array_equal(outputs["grad_b"][0], grad)
+    assert outputs["grad_b"][1] == "fp16" and inputs["a"][0] is x.data
+    T.matmul(x, w, name="fc.matmul")  # no tracer installed: nothing reported
+    assert len(seen) == 4

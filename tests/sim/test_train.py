@@ -13,6 +13,7 @@ import pytest
 
 import softfloat16 as sf
 from sim.checkpoint import CheckpointError
+from sim.tensor import gradients
 from sim.train import Dataset, TrainConfig, Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -171,3 +172,22 @@ def test_config_errors_and_notes():
     with pytest.raises(ValueError, match="'none'"):
         TrainConfig(loss_scale="none", scale=8.0).resolved()
     assert any("bf16" in note for note in TrainConfig(precision="bf16", master_weights=False).notes())
+
+
+def test_diagnostics_observe_the_step_after_the_recipe():
+    """train_step runs the recipe; the run log and then the observers measure the StepDetail."""
+    trainer = Trainer(TrainConfig(precision="fp16", loss_scale="static", scale=1024.0, steps=2, batch_size=8,
+                                  data="synthetic", hidden=(8,)))
+    seen = []
+    trainer.observers.append(seen.append)
+    record = trainer.train_step()
+    (detail,) = seen
+    assert detail.record is record is trainer.log.records[-1]  # measured once, by the log, first
+    reference = gradients(detail.scaled_loss, detail.leaves, promote_to=sf.fp32)
+    assert all(np.array_equal(a, b) for a, b in zip(detail.grads_reference, reference))
+    assert detail.step == record.step == 0 and not detail.skipped and detail.updates is not None
+    assert [p is q for p, q in zip(detail.params_after, trainer.params)] == [True] * len(trainer.params)
+    fp32 = Trainer(TrainConfig(precision="fp32", steps=1, batch_size=8, data="synthetic", hidden=(8,)))
+    fp32.observers.append(seen.append)
+    fp32.train_step()
+    assert seen[-1].grads_reference is seen[-1].grads_low and seen[-1].record.underflow == [0, 0]

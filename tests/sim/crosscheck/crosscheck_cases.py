@@ -1,8 +1,7 @@
 """Small training runs shared by the cross-check tests (fast: a 64-16-10 MLP, batch 8)."""
 import functools
 
-from sim.crosscheck.program import Plan, run_training
-from sim.crosscheck.record import EmulatorBackend, Recorder
+from sim.crosscheck.program import Plan, record_trainer
 from sim.train import TrainConfig
 
 STEPS = 50
@@ -20,7 +19,5 @@ def plan_for(config: TrainConfig, steps: int = STEPS) -> Plan:
 
 @functools.cache
 def emulator_records(config: TrainConfig, steps: int = STEPS) -> tuple:
-    """The emulator's records of a run, computed once per test session."""
-    recorder = Recorder(EmulatorBackend())
-    run_training(recorder, plan_for(config, steps))
-    return tuple(recorder.records)
+    """The emulator's records of a run (the trainer's own), computed once per test session."""
+    return tuple(record_trainer(plan_for(config, steps)))

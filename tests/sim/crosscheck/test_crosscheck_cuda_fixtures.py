@@ -10,8 +10,8 @@ import pytest
 
 from sim.crosscheck.compare import compare_records, format_report
 from sim.crosscheck.dump import load_dump
-from sim.crosscheck.program import Plan, run_training
-from sim.crosscheck.record import EmulatorBackend, Recorder, replay
+from sim.crosscheck.program import Plan, record_trainer
+from sim.crosscheck.record import EmulatorBackend, replay
 from sim.train import TrainConfig
 
 FIXTURES = sorted((pathlib.Path(__file__).parents[2] / "data" / "cuda").glob("*.npz"))
@@ -28,9 +28,7 @@ def test_cuda_dump_replays_on_the_emulator(path):
     report = compare_records(dump.records, replayed, replay=True)
     if exact:
         assert report.bit_identical, format_report(report)
-        recorder = Recorder(backend)
-        run_training(recorder, plan)
-        cascade = compare_records(dump.records, recorder.records)
+        cascade = compare_records(dump.records, record_trainer(plan))
         assert cascade.bit_identical, format_report(cascade)
     else:
         assert not report.unexpected, format_report(report)

@@ -14,7 +14,7 @@ from sim import fp32math  # noqa: E402
 from sim.crosscheck import cli, torch_exact  # noqa: E402
 from sim.crosscheck.compare import compare_records, format_report  # noqa: E402
 from sim.crosscheck.dump import load_dump  # noqa: E402
-from sim.crosscheck.program import run_training  # noqa: E402
+from sim.crosscheck.loop import run_training  # noqa: E402
 from sim.crosscheck.record import EmulatorBackend, Recorder, replay  # noqa: E402
 from sim.crosscheck.reference import TorchBackend, torch_settings  # noqa: E402
 
@@ -120,6 +120,26 @@ def test_exact_primitives_match_the_emulator():
         _assert_same(_bits(torch_exact.sqrt(_tensor(every, fmt)), fmt), fmt.sqrt(every), fmt)
 
 
+def test_torch_arithmetic_of_the_shared_exp_log_matches_the_emulated_one():
+    """exp32/log32 run fp32math's own steps; what differs is only the arithmetic object, so each of
+    its operations is checked against fp32math.EMULATED's, bit for bit."""
+    x = _fp32_samples(np.random.default_rng(5), 4000)
+    y = np.roll(x, 3)
+    t, u = _tensor(x, sf.fp32), _tensor(y, sf.fp32)
+    ours, theirs = fp32math.EMULATED, torch_exact.TorchFp32(t.device)
+    for name in ("add", "sub", "mul", "div"):
+        _assert_same(_bits(getattr(theirs, name)(t, u), sf.fp32), getattr(ours, name)(x, y), sf.fp32)
+    _assert_same(_bits(theirs.fma(t, u, t), sf.fp32), ours.fma(x, y, x), sf.fp32)
+    _assert_same(_bits(theirs.neg(t), sf.fp32), ours.neg(x), sf.fp32)
+    assert np.array_equal(theirs.lt(t, u).numpy(), ours.lt(x, y))
+    assert np.array_equal(theirs.isnan(t).numpy(), ours.isnan(x))
+    assert np.array_equal(theirs.bits(t).numpy(), ours.bits(x))  # every pattern, sign bit set or not
+    assert np.array_equal(_bits(theirs.from_bits(theirs.bits(t)), sf.fp32), x)
+    integers = np.arange(-150, 151, dtype=np.int64)
+    assert np.array_equal(_bits(theirs.from_int(torch.from_numpy(integers)), sf.fp32), ours.from_int(integers))
+    assert _bits(theirs.const(fp32math.NEG_INF), sf.fp32) == ours.const(fp32math.NEG_INF)
+
+
 @pytest.mark.parametrize("fmt", [sf.fp16, sf.bf16, sf.fp32], ids=lambda f: f.name)
 def test_exact_matmul_is_the_sequential_kernel(fmt):
     rng = np.random.default_rng(7)
@@ -160,3 +180,14 @@ def test_torch_settings_are_restored():
     with torch_settings("cpu") as settings:
         assert torch.are_deterministic_algorithms_enabled() and settings["tf32"] is False
     assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cuda.matmul.allow_tf32) == before
+
+
+@pytest.mark.parametrize("flags", [["--momentum", "0", "--weight-decay", "0.01"],
+                                   ["--optimizer", "adam", "--weight-decay", "0.001", "--no-master-weights",
+                                    "--precision", "bf16"]], ids=["sgd-no-momentum-decay", "adam-decay-bf16"])
+def test_every_training_flag_of_sim_train_runs_bit_identical(flags, capsys):
+    """The flags the cross-check shares with `sim train` reach both sides (here: momentum, weight
+    decay, master weights), and the sides still agree bit for bit."""
+    argv = ["--steps", "3", "--data", "synthetic", "--hidden", "4", "--batch-size", "4", *flags]
+    assert cli.main(argv) == 0
+    assert "no divergence" in capsys.readouterr().out

@@ -1,0 +1,165 @@
+"""Everything that determines a training run, and the one place that turns it into objects.
+
+:class:`TrainConfig` holds the settings (``python -m sim train``'s flags, :mod:`sim.arguments`);
+:func:`make_optimizer` and :func:`make_loss_scaler` build the optimizer and the loss scaler a
+config asks for. The trainer, its checkpoint loader and the cross-check all build them here, so a
+hyperparameter has one spelling.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from typing import Any
+
+import softfloat16 as sf
+from sim.optim import SGD, Adam
+from sim.scaler import DynamicLossScaler, LossScaler, StaticLossScaler
+
+__all__ = [
+    "DATASETS", "DEFAULT_LR", "LOSS_SCALES", "OPTIMIZERS", "PRECISIONS", "TrainConfig", "make_loss_scaler",
+    "make_optimizer",
+]
+
+PRECISIONS = {"fp32": sf.fp32, "fp16": sf.fp16, "bf16": sf.bf16}
+LOSS_SCALES = ("none", "static", "dynamic")
+OPTIMIZERS = ("sgd", "adam")
+DATASETS = ("digits", "synthetic")
+DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a run. ``None`` fields take a default that depends on others
+    (see :meth:`resolved`): the loss scale is dynamic for fp16 and none otherwise, ``scale`` is
+    2**16 for dynamic scaling, ``lr`` 0.05 for SGD and 1e-3 for Adam.
+
+    >>> TrainConfig().resolved().loss_scale, TrainConfig(precision="bf16").resolved().loss_scale
+    ('dynamic', 'none')
+    """
+
+    precision: str = "fp16"
+    loss_scale: str | None = None
+    scale: float | None = None
+    growth_interval: int = 2000
+    master_weights: bool = True
+    clip: float | None = None
+    clip_before_unscale: bool = False
+    optimizer: str = "sgd"
+    lr: float | None = None
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    steps: int = 500
+    batch_size: int = 32
+    seed: int = 0
+    data: str = "digits"
+    hidden: tuple[int, ...] = (128, 128, 128)
+
+    def resolved(self) -> TrainConfig:
+        """This config with the defaults filled in and every field checked (ValueError)."""
+        config = self
+        if config.loss_scale is None:
+            config = dataclasses.replace(config, loss_scale="dynamic" if config.precision == "fp16" else "none")
+        if config.scale is None and config.loss_scale == "dynamic":
+            config = dataclasses.replace(config, scale=2.0**16)
+        if config.lr is None:
+            config = dataclasses.replace(config, lr=DEFAULT_LR.get(config.optimizer, 0.0))
+        config = dataclasses.replace(config, hidden=tuple(config.hidden))
+        config._check()
+        return config
+
+    def _check(self) -> None:
+        for name, allowed in (("precision", PRECISIONS), ("loss_scale", LOSS_SCALES),
+                              ("optimizer", OPTIMIZERS), ("data", DATASETS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}: unknown value {getattr(self, name)!r}; accepted: {', '.join(allowed)}")
+        if self.loss_scale == "static" and self.scale is None:
+            raise ValueError("static loss scaling needs a scale (--scale S, e.g. 1024)")
+        if self.loss_scale == "none" and self.scale is not None:
+            raise ValueError("a scale was given but the loss scale is 'none'; use static or dynamic")
+        if self.scale is not None and not (_real(self.scale) and 0.0 < self.scale < math.inf):
+            raise ValueError(f"scale must be a positive finite number, got {self.scale!r}")
+        if not _integer(self.growth_interval) or self.growth_interval < 1:
+            raise ValueError(f"growth_interval must be a positive integer, got {self.growth_interval!r}")
+        if self.clip is not None and not (_real(self.clip) and 0.0 < self.clip < math.inf):
+            raise ValueError(f"clip must be a positive finite number, got {self.clip!r}")
+        if self.clip_before_unscale and self.clip is None:
+            raise ValueError("clip_before_unscale reorders clipping, so it needs a clip threshold (--clip C)")
+        if not (_real(self.lr) and 0.0 < self.lr < math.inf):
+            raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
+        for name in ("momentum", "weight_decay"):
+            value = getattr(self, name)
+            if not (_real(value) and 0.0 <= value < math.inf):
+                raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
+        for name, low in (("steps", 0), ("batch_size", 1), ("seed", 0)):
+            value = getattr(self, name)
+            if not _integer(value) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not self.hidden or not all(_integer(h) and h >= 1 for h in self.hidden):
+            raise ValueError(f"hidden must be one or more positive layer widths, got {self.hidden!r}")
+
+    def notes(self) -> list[str]:
+        """Legal but noteworthy choices, as sentences for the user."""
+        notes = []
+        if self.precision == "bf16" and not self.master_weights:
+            notes.append(
+                "bf16 without master weights: the weights keep 8 significant bits, so updates "
+                "below half an ulp of a weight (about 0.4% of it) are lost"
+            )
+        if self.precision == "fp32" and not self.master_weights:
+            notes.append("fp32 without master weights is the same as fp32: the weights are FP32 anyway")
+        if self.precision == "bf16" and self.loss_scale != "none":
+            notes.append("bf16 has FP32's exponent range; loss scaling is rarely needed with it")
+        if self.clip_before_unscale and self.loss_scale == "none":
+            notes.append("clip_before_unscale with no loss scale changes nothing (the scale is 1)")
+        if self.optimizer == "adam" and not self.master_weights and self.precision == "fp16":
+            notes.append("Adam's eps=1e-8 rounds to 0 in fp16: a zero second moment then gives NaN updates")
+        return notes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "hidden": list(self.hidden)}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown config field(s) {unknown}")
+        values = dict(values)
+        if "hidden" in values:
+            values["hidden"] = tuple(values["hidden"])
+        return cls(**values)
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+
+def make_optimizer(config: TrainConfig, fmt: sf.Format) -> SGD | Adam:
+    """The optimizer of a resolved ``config``, computing in ``fmt`` (the parameters' format).
+
+    >>> make_optimizer(TrainConfig(optimizer="adam").resolved(), sf.fp32).hyper
+    {'lr': 0.001, 'beta1': 0.9, 'beta2': 0.999, 'eps': 1e-08, 'weight_decay': 0.0}
+    """
+    if config.optimizer == "sgd":
+        return SGD(fmt, config.lr, config.momentum, config.weight_decay)
+    return Adam(fmt, config.lr, weight_decay=config.weight_decay)
+
+
+def make_loss_scaler(config: TrainConfig) -> LossScaler:
+    """The loss scaler of a resolved ``config``: dynamic, static, or a static scale of 1 for
+    ``loss_scale="none"`` (a step with inf/NaN gradients is still skipped then).
+
+    >>> make_loss_scaler(TrainConfig().resolved()).growth_interval
+    2000
+    >>> make_loss_scaler(TrainConfig(precision="fp32").resolved()).get_scale()
+    1.0
+    """
+    if config.loss_scale == "dynamic":
+        return DynamicLossScaler(init_scale=config.scale, growth_interval=config.growth_interval)
+    return StaticLossScaler(config.scale if config.loss_scale == "static" else 1.0)
