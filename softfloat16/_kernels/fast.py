@@ -100,25 +100,37 @@ def add_normal(a, b, negate_b, ebits, fbits, rounding):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def mul_normal(a, b, ebits, fbits, rounding):
-    """a * b of two normal numbers -> (bits, flags, ok)."""
-    a = int(a)
-    b = int(b)
-    sign_shift = ebits + fbits
+def normal_operands(a, b, ebits, fbits):
+    """What mul and div read from two operands: (sign of the result, exponent fields, significands
+    with the implicit bit, ok), ok being False unless both are normal numbers."""
     emask = (1 << ebits) - 1
     fmask = (1 << fbits) - 1
-    bias = (1 << (ebits - 1)) - 1
     e_a = (a >> fbits) & emask
     e_b = (b >> fbits) & emask
-    product = ((a & fmask) | (1 << fbits)) * ((b & fmask) | (1 << fbits))  # exact, < 2**(2*fbits+2)
-    carry = product >> (2 * fbits + 1)  # the product is in [2, 4)
-    sign = ((a ^ b) >> sign_shift) & 1
-    q, inexact = round_at(product, fbits + carry, sign, rounding)
-    e_res = e_a + e_b - bias + carry
-    encoded = ((e_res - 1) << fbits) + q
+    sign = ((a ^ b) >> (ebits + fbits)) & 1
     ok = (e_a != 0) & (e_a != emask) & (e_b != 0) & (e_b != emask)
+    return sign, e_a, e_b, (a & fmask) | (1 << fbits), (b & fmask) | (1 << fbits), ok
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def pack_normal(sign, e_res, rounded, inexact, ok, ebits, fbits):
+    """(bits, flags, ok) of a rounded significand (implicit bit included) with biased exponent
+    e_res; ok stays True only if the result is normal (a rounding carry bumps the exponent)."""
+    emask = (1 << ebits) - 1
+    encoded = ((e_res - 1) << fbits) + rounded
     ok &= (e_res >= 1) & (encoded < (emask << fbits))
-    return (sign << sign_shift) | encoded, INEXACT * int(inexact), ok
+    return (sign << (ebits + fbits)) | encoded, INEXACT * int(inexact), ok
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def mul_normal(a, b, ebits, fbits, rounding):
+    """a * b of two normal numbers -> (bits, flags, ok)."""
+    bias = (1 << (ebits - 1)) - 1
+    sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(int(a), int(b), ebits, fbits)
+    product = sig_a * sig_b  # exact, < 2**(2*fbits+2)
+    carry = product >> (2 * fbits + 1)  # the product is in [2, 4)
+    q, inexact = round_at(product, fbits + carry, sign, rounding)
+    return pack_normal(sign, e_a + e_b - bias + carry, q, inexact, ok, ebits, fbits)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -130,16 +142,8 @@ def div_normal(a, b, ebits, fbits, rounding):
     exact, except n / d, whose floor is still floor(n / d): n / d lies at least 1/d > 2**-24 below
     the next integer, and float64's spacing there (below 2**28) is at most 2**-25.
     """
-    a = int(a)
-    b = int(b)
-    sign_shift = ebits + fbits
-    emask = (1 << ebits) - 1
-    fmask = (1 << fbits) - 1
     bias = (1 << (ebits - 1)) - 1
-    e_a = (a >> fbits) & emask
-    e_b = (b >> fbits) & emask
-    sig_a = (a & fmask) | (1 << fbits)
-    sig_b = (b & fmask) | (1 << fbits)
+    sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(int(a), int(b), ebits, fbits)
     # sig_a * 2**extra / sig_b has fbits + 4 or 5 integer bits: the significand, a round bit and
     # two more; the remainder becomes the sticky bit. numerator < 2**(2*fbits + 5) <= 2**51.
     extra = fbits + 4
@@ -149,13 +153,8 @@ def div_normal(a, b, ebits, fbits, rounding):
     remainder = numerator - quotient * divisor  # the product is below 2**52: exact
     q = int(np.int32(quotient)) | int(remainder != 0)  # below 2**(fbits + 5)
     carry = int(sig_a >= sig_b)  # the quotient's leading bit is one place up
-    sign = ((a ^ b) >> sign_shift) & 1
     rounded, inexact = round_at(q, 3 + carry, sign, rounding)
-    e_res = e_a - e_b + bias - 1 + carry
-    encoded = ((e_res - 1) << fbits) + rounded
-    ok = (e_a != 0) & (e_a != emask) & (e_b != 0) & (e_b != emask)
-    ok &= (e_res >= 1) & (encoded < (emask << fbits))
-    return (sign << sign_shift) | encoded, INEXACT * int(inexact), ok
+    return pack_normal(sign, e_a - e_b + bias - 1 + carry, rounded, inexact, ok, ebits, fbits)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
