@@ -232,6 +232,30 @@ FORMATS = {f.name: f for f in (fp16, bf16, fp32, fp8_e5m2, tf32)}
 _BY_NAME = {name: f for f in FORMATS.values() for name in (f.name, *f.aliases)}
 
 
+def format_table() -> str:
+    """The markdown table of every format, from the Format objects themselves: docs/softfloat16.md
+    holds this text, and a test keeps the two equal.
+
+    >>> print(format_table().splitlines()[2])
+    | `fp16` (`float16`, `half`, `binary16`) | 1-5-10 | 15 | `uint16` | 65504 | 2^-14 | 2^-24 |
+    """
+    def largest(fmt: Format) -> str:
+        value = fmt.value(fmt.max_finite)
+        return str(value) if value < 10**6 else "~" + f"{float(value):.2e}".replace("e+", "e")
+
+    def storage(fmt: Format) -> str:
+        bits = np.dtype(fmt.dtype).itemsize * 8
+        return f"`{np.dtype(fmt.dtype).name}`" + (f" (low {fmt.width} bits)" if fmt.width < bits else "")
+
+    rows = ["| name (aliases) | layout (sign-exponent-fraction) | bias | storage | max finite | min normal "
+            "| min subnormal |", "|---|---|---|---|---|---|---|"]
+    for fmt in FORMATS.values():
+        aliases = f" ({', '.join(f'`{a}`' for a in fmt.aliases if a != fmt.name)})" if fmt.aliases else ""
+        rows.append(f"| `{fmt.name}`{aliases} | 1-{fmt.exponent_bits}-{fmt.fraction_bits} | {fmt.bias} | "
+                    f"{storage(fmt)} | {largest(fmt)} | 2^{fmt.emin} | 2^{fmt.min_subnormal_exponent} |")
+    return "\n".join(rows)
+
+
 def format(name: str | Format) -> Format:  # noqa: A001 - the public API name is `sf.format`
     """Look up a format by name or alias.
 

@@ -94,3 +94,22 @@ def test_arithmetic_methods_are_attached_with_their_docs():
         method = getattr(sf.Format, name)
         assert method.__qualname__ == f"Format.{name}" and ">>> import softfloat16 as sf" in method.__doc__
     assert sf.fp16.add(0x3C00, 0x3C00) == 0x4000
+
+
+def test_the_documented_format_table_is_generated_from_the_formats():
+    """docs/softfloat16.md holds format_table()'s text, and its fp16/fp32 rows agree with numpy's finfo."""
+    from pathlib import Path
+
+    from softfloat16.formats import format_table
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "softfloat16.md").read_text(encoding="utf-8")
+    table = format_table()
+    assert table in page
+    rows = {line.split("`")[1]: line for line in table.splitlines()[2:]}
+    assert set(rows) == set(sf.FORMATS)
+    for name, dtype in (("fp16", np.float16), ("fp32", np.float32)):
+        info = np.finfo(dtype)
+        cells = [cell.strip() for cell in rows[name].split("|")[1:-1]]
+        assert cells[1] == f"1-{info.nexp}-{info.nmant}"
+        assert cells[5] == f"2^{int(np.log2(info.tiny))}" and cells[6] == f"2^{int(np.log2(info.smallest_subnormal))}"
+    assert "| 65504 |" in rows["fp16"] and "(low 19 bits)" in rows["tf32"]
