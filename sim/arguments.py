@@ -25,7 +25,7 @@ from sim.config import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfi
 __all__ = [
     "TRAIN_FIELDS", "UsageError", "add_train_arguments", "check_output_dir", "check_writable", "given_train_fields",
     "layer_widths", "momentum", "non_negative_float", "non_negative_int", "output_dir", "positive_float",
-    "positive_int", "train_config",
+    "positive_int", "train_config", "write_text_atomically",
 ]
 
 
@@ -222,6 +222,26 @@ def check_output_dir(flag: str, path: str) -> bool:
             shutil.rmtree(path, ignore_errors=True)
         raise UsageError(f"{flag}: cannot write to directory {path}: {_reason(error)}") from None
     return made
+
+
+def write_text_atomically(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same directory and a
+    rename: a reader never sees half a file, and a failure leaves no file behind.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "note.txt")
+    >>> write_text_atomically(path, "done\\n"); open(path).read(), os.listdir(os.path.dirname(path))
+    ('done\\n', ['note.txt'])
+    """
+    descriptor, temporary = tempfile.mkstemp(prefix=".sim-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 @contextlib.contextmanager

@@ -10,19 +10,18 @@ anything is written.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from tqdm import tqdm
 
-from sim.arguments import UsageError, add_train_arguments, check_writable, given_train_fields, train_config
+from sim.arguments import (
+    UsageError, add_train_arguments, check_writable, given_train_fields, train_config, write_text_atomically,
+)
 from sim.checkpoint import CheckpointError, load_checkpoint
 from sim.diagnostics import StepRecord
 from sim.train import TrainConfig, Trainer
@@ -80,21 +79,6 @@ def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]
     return config, trainer
 
 
-def _write_json(path: str, document: dict[str, Any]) -> None:
-    """Write ``document`` as strict JSON, atomically (temporary file, then rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    descriptor, temporary = tempfile.mkstemp(prefix=".sim-", suffix=".json.tmp", dir=directory)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            json.dump(document, file, indent=1, allow_nan=False)
-            file.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-
-
 class _Progress:
     """The run's progress on ``stream``: a tqdm bar on a terminal (loss, scale, skipped steps so
     far), nothing otherwise (a log stays clean)."""
@@ -143,7 +127,7 @@ def _train(args: argparse.Namespace) -> int:
     summary = trainer.summary(wall_seconds=time.perf_counter() - start)
     if args.json is not None:
         try:
-            _write_json(args.json, summary)
+            write_text_atomically(args.json, json.dumps(summary, indent=1, allow_nan=False) + "\n")
         except OSError as error:
             raise UsageError(f"--json: cannot write {args.json}: {error.strerror or error}") from None
     accuracy = summary["final_accuracy"]

@@ -9,7 +9,7 @@ from ._kernels import loops
 from .flags import Flag  # noqa: F401  (defined apart so that softfloat16.exact shares it)
 from .formats import Format, as_bits, format as parse_format
 from .profiles import parse_profile, parse_tininess
-from .rounding import Rounding, parse_rounding
+from .rounding import parse_rounding
 
 
 _UNARY = ("sqrt",)
@@ -29,10 +29,9 @@ def _config(fmt: Format, rounding="rne", ftz=False, daz=False, nan="ieee", tinin
     for name, value in (("ftz", ftz), ("daz", daz)):
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{name}: expected True or False, got {value!r}")
-    mode: Rounding = parse_rounding(rounding)
     profile = parse_profile(nan)
     return loops.Options(
-        exponent_bits=fmt.exponent_bits, fraction_bits=fmt.fraction_bits, rounding=int(mode),
+        exponent_bits=fmt.exponent_bits, fraction_bits=fmt.fraction_bits, rounding=int(parse_rounding(rounding)),
         ftz=int(bool(ftz)), daz=int(bool(daz)), tininess_before=int(parse_tininess(tininess)),
         nan_propagate=int(profile.propagate), invalid_nan=int(profile.invalid_nan(fmt)),
         canonical_nan=int(profile.canonical_nan(fmt)), src_exponent_bits=src[0], src_fraction_bits=src[1],

@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from sim.arguments import write_text_atomically
 from sim.report.markdown import render_report
 from sim.report.recipes import (
     CLIP_NORM, DYNAMIC_INIT_SCALE, ROUND_TRIP_OTHER_SCALE, STATIC_SCALE, TOO_LARGE_SCALE, TOO_SMALL_SCALE, Recipe,
@@ -74,10 +75,7 @@ def write_json(path: str, document: dict[str, Any]) -> None:
             return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
         return json.dumps(value, allow_nan=False)
 
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as file:
-        file.write(encode(document, 0) + "\n")
-    os.replace(temporary, path)
+    write_text_atomically(path, encode(document, 0) + "\n")
 
 
 def _one_line(value: dict[str, Any]) -> bool:
