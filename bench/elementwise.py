@@ -90,6 +90,52 @@ def peer_functions(fmt_name, a, b, c):
     return peers
 
 
+def low_precision_rows(n, repeat):
+    """Rows of the second table: conversions into the 8/4-bit formats against ml_dtypes' astype
+    (and torch's .to where it has the dtype), FP8 arithmetic against ml_dtypes (float32 computed,
+    then converted), and stochastic rounding against round-to-nearest for the same operation."""
+    import ml_dtypes
+    rng = np.random.default_rng(7)
+    x32 = (rng.standard_normal(n) * np.exp2(rng.integers(-8, 8, n))).astype(np.float32)
+    rows = []
+    try:
+        import torch
+        tx = torch.from_numpy(x32)
+    except ImportError:
+        torch = None
+    for name in ("fp8_e4m3fn", "fp8_e5m2", "fp4_e2m1"):
+        fmt = sf.format(name)
+        contenders = {"ours": lambda fmt=fmt: fmt.from_float(x32),
+                      "ml_dtypes astype": lambda fmt=fmt: x32.astype(getattr(ml_dtypes, fmt.float_dtype_name))}
+        if torch is not None and hasattr(torch, fmt.float_dtype_name):
+            contenders["torch .to"] = lambda fmt=fmt: tx.to(getattr(torch, fmt.float_dtype_name))
+        times = best_ns(contenders, n, repeat)
+        t = times.pop("ours")
+        rows.append([f"fp32 -> {name}", "convert", t, 1.0] + [(p, tp, t / tp) for p, tp in times.items()])
+    fp8 = sf.fp8_e4m3fn
+    a8, b8 = fp8.from_float(x32, saturate=True), fp8.from_float(x32[::-1].copy(), saturate=True)
+    ma, mb = a8.view(ml_dtypes.float8_e4m3fn), b8.view(ml_dtypes.float8_e4m3fn)
+    for op, peer in (("add", lambda: ma + mb), ("mul", lambda: ma * mb)):
+        times = best_ns({"ours": lambda op=op: getattr(fp8, op)(a8, b8), "ml_dtypes float8_e4m3fn": peer}, n, repeat)
+        t = times.pop("ours")
+        rows.append(["fp8_e4m3fn", op, t, None] + [(p, tp, t / tp) for p, tp in times.items()])
+    for fmt_name, op in (("fp16", "add"), ("bf16", "add"), ("fp32", "add"), ("fp32", "mul"), ("bf16", "fma")):
+        fmt = sf.format(fmt_name)
+        a, b, c = (operands(fmt, n, seed) for seed in (1, 2, 3))
+        args = (a, b, c) if op == "fma" else (a, b)
+        times = best_ns({"sr": lambda fmt=fmt, op=op, args=args: getattr(fmt, op)(*args, rounding="sr", seed=1),
+                         "rne": lambda fmt=fmt, op=op, args=args: getattr(fmt, op)(*args)}, n, repeat)
+        rows.append([fmt_name, f"{op} sr", times["sr"], 1.5,
+                     ("same op, rne", times["rne"], times["sr"] / times["rne"])])
+    bits = x32.view(np.uint32)
+    for dst in ("bf16", "fp8_e4m3fn"):
+        times = best_ns({"sr": lambda dst=dst: sf.convert(bits, sf.fp32, dst, rounding="sr", seed=1),
+                         "rne": lambda dst=dst: sf.convert(bits, sf.fp32, dst)}, n, repeat)
+        rows.append([f"fp32 -> {dst}", "convert sr", times["sr"], 1.5,
+                     ("same op, rne", times["rne"], times["sr"] / times["rne"])])
+    return rows
+
+
 def compile_times():
     """(first call with an empty cache, first call in a second process using the cache), seconds."""
     code = ("import time, numpy as np, softfloat16 as sf; a = np.ones(8, np.uint16); t = time.perf_counter(); "
@@ -118,6 +164,7 @@ def main(argv=None):
             times = best_ns({"ours": ours[op]} | {peer: fns[op] for peer, fns in peers.items()}, args.n, args.repeat)
             t_ours = times.pop("ours")
             rows.append([fmt_name, op, t_ours] + [(peer, t, t_ours / t) for peer, t in times.items()])
+    low_precision = low_precision_rows(args.n, args.repeat)
     first, cached = compile_times()
     print(describe_machine() + "\n")
     if args.markdown:
@@ -127,12 +174,20 @@ def main(argv=None):
             cells = "; ".join(f"{p} {tp:.2f} ({r:.2f}x)" for p, tp, r in peers)
             target = TARGETS.get((fmt_name, op))
             print(f"| {fmt_name} | {op} | {t:.2f} | {cells} | {f'<= {target}x of numpy' if target else ''} |")
+        print("\n| format | op | softfloat16 ns/elem | reference: ns/elem (ratio ours/reference) | target |")
+        print("|---|---|---|---|---|")
+        for fmt_name, op, t, target, *peers in low_precision:
+            cells = "; ".join(f"{p} {tp:.2f} ({r:.2f}x)" for p, tp, r in peers)
+            print(f"| {fmt_name} | {op} | {t:.2f} | {cells} | {f'<= {target}x' if target else ''} |")
         print(f"\nFirst call of fp16 add with an empty cache: {first:.2f} s; in a second process (cache hit): "
               f"{cached:.3f} s.")
     else:
         for fmt_name, op, t, *peers in rows:
             cells = "  ".join(f"{p}: {tp:6.2f} ns ({r:5.2f}x)" for p, tp, r in peers)
             print(f"{fmt_name:5s} {op:5s} softfloat16 {t:7.2f} ns/elem   {cells}")
+        for fmt_name, op, t, _, *peers in low_precision:
+            cells = "  ".join(f"{p}: {tp:6.2f} ns ({r:5.2f}x)" for p, tp, r in peers)
+            print(f"{fmt_name:18s} {op:10s} softfloat16 {t:7.2f} ns/elem   {cells}")
         print(f"compile: first call {first:.2f} s (empty cache), {cached:.3f} s (second process, cached)")
 
 

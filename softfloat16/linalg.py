@@ -21,7 +21,7 @@ from ._kernels.loops import FAST_MAX_FRACTION_BITS
 from .formats import Format, fp32
 from .formats import format as parse_format
 from .ops import as_bits
-from .rounding import parse_rounding
+from .rounding import Rounding, parse_rounding
 
 __all__ = ["ORDERS", "TENSOR_CORES", "TensorCore", "matmul"]
 
@@ -161,9 +161,20 @@ def matmul(
     if order not in ORDERS:
         raise ValueError(f"order: unknown accumulation order {order!r}; accepted: {', '.join(ORDERS)}")
     mode = int(parse_rounding(rounding))
+    if mode == Rounding.SR:
+        raise ValueError("rounding: matmul has no stochastic rounding ('sr'); round its FP32 result with "
+                         "sf.convert(..., rounding='sr', seed=...)")
     for name, f in (("fmt", fmt), ("accumulate", accumulate)):
         if f.precision > 24:
             raise ValueError(f"{name}: {f.name} significands are too wide for exact products")
+        if f.storage_shift:
+            raise ValueError(f"{name}: {f.name} (TF32 in FP32 layout) is not taken here; use tf32")
+    if fmt.encoding == "e8m0":
+        raise ValueError(f"fmt: {fmt.name} is a scale format; it has no products")
+    for name, f in (("accumulate", accumulate), ("out_format", out_format)):
+        if f.encoding != "ieee" or f.storage_shift:
+            raise ValueError(f"{name}: {f.name} is not an IEEE-encoded format; accumulate and write results in "
+                             "fp32, bf16, fp16, tf32 or fp8_e5m2, and convert the result with sf.convert")
     a_bits, b_bits = _matrix(a, fmt, "a"), _matrix(b, fmt, "b")
     if a_bits.shape[1] != b_bits.shape[0]:
         raise ValueError(
@@ -180,12 +191,13 @@ def matmul(
             # Few columns, more rows: C.T = B.T @ A.T has the same sums in the same order.
             return matmul(b_bits.T, a_bits.T, fmt, accumulate, out_format, order, rounding).T.copy()
         # Products exact in the accumulation format: the SIMD-lane kernel.
-        kernel = _lanes_kernel(ebits, fbits, *formats, use_parallel)
+        kernel = _lanes_kernel(ebits, fbits, fmt.encoding_code, *formats, use_parallel)
         kernel(np.ascontiguousarray(a_bits, dtype=np.uint32), np.ascontiguousarray(b_bits, dtype=np.uint32), out)
         return out.astype(out_format.dtype, copy=False)
     # uint32 in and out for every format: one compiled signature per kernel, not one per dtype.
-    unpacked_a = kernels.unpack_matrix(np.ascontiguousarray(a_bits, dtype=np.uint32), ebits, fbits)
-    unpacked_bt = kernels.unpack_matrix(np.ascontiguousarray(b_bits.T, dtype=np.uint32), ebits, fbits)
+    encoding = fmt.encoding_code
+    unpacked_a = kernels.unpack_matrix(np.ascontiguousarray(a_bits, dtype=np.uint32), ebits, fbits, encoding)
+    unpacked_bt = kernels.unpack_matrix(np.ascontiguousarray(b_bits.T, dtype=np.uint32), ebits, fbits, encoding)
     params = formats
     if order == "tensorcore":
         core = _tensor_core(tensor_core)

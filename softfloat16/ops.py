@@ -9,32 +9,44 @@ from ._kernels import loops
 from .flags import Flag  # noqa: F401  (defined apart so that softfloat16.exact shares it)
 from .formats import Format, as_bits, format as parse_format
 from .profiles import parse_profile, parse_tininess
-from .rounding import parse_rounding
+from .rounding import Rounding, parse_rounding
+from .stochastic import seed_key
 
 
 _UNARY = ("sqrt",)
 _BINARY = ("add", "sub", "mul", "div")
 _COMPARE = ("eq", "lt", "le")
 _TERNARY = ("fma",)
-_FLOAT64 = (11, 52)
+# Source formats of from_float (float64 has no Format of its own in the API) and of the operations
+# that convert nothing.
+_FLOAT64 = Format("float64", 11, 52, np.uint64)
+_FLOAT32, _FLOAT16 = parse_format("fp32"), parse_format("fp16")
+_NO_SOURCE = Format("none", 1, 1, np.uint8)
 
 
-def _config(fmt: Format, rounding="rne", ftz=False, daz=False, nan="ieee", tininess="after",
-            src: tuple[int, int] = (0, 0)) -> loops.Options:
+def _config(fmt: Format, rounding="rne", ftz=False, daz=False, nan="ieee", tininess="after", saturate=False,
+            sr_bits=32, src: Format | None = None) -> loops.Options:
     """The kernels' options record (softfloat16._kernels.core.Options), after validating every option.
 
     >>> _config(parse_format("fp16"), rounding="rtz", nan="x86").rounding
     2
     """
-    for name, value in (("ftz", ftz), ("daz", daz)):
+    for name, value in (("ftz", ftz), ("daz", daz), ("saturate", saturate)):
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{name}: expected True or False, got {value!r}")
+    if isinstance(sr_bits, (bool, np.bool_)) or not isinstance(sr_bits, (int, np.integer)) or not 1 <= sr_bits <= 32:
+        raise ValueError(f"sr_bits: expected an integer from 1 to 32, got {sr_bits!r}")
     profile = parse_profile(nan)
+    shift = fmt.storage_shift  # the kernels see TF32 in FP32 layout as compact 19-bit patterns
+    src = _NO_SOURCE if src is None else src
     return loops.Options(
-        exponent_bits=fmt.exponent_bits, fraction_bits=fmt.fraction_bits, rounding=int(parse_rounding(rounding)),
-        ftz=int(bool(ftz)), daz=int(bool(daz)), tininess_before=int(parse_tininess(tininess)),
-        nan_propagate=int(profile.propagate), invalid_nan=int(profile.invalid_nan(fmt)),
-        canonical_nan=int(profile.canonical_nan(fmt)), src_exponent_bits=src[0], src_fraction_bits=src[1],
+        exponent_bits=fmt.exponent_bits, fraction_bits=fmt.fraction_bits, encoding=fmt.encoding_code,
+        rounding=int(parse_rounding(rounding)), ftz=int(bool(ftz)), daz=int(bool(daz)),
+        tininess_before=int(parse_tininess(tininess)), saturate=int(bool(saturate)), sr_bits=int(sr_bits),
+        nan_propagate=int(profile.propagate), invalid_nan=int(profile.invalid_nan(fmt)) >> shift,
+        canonical_nan=int(profile.canonical_nan(fmt)) >> shift,
+        src_exponent_bits=src.exponent_bits if src is not _NO_SOURCE else 0,
+        src_fraction_bits=src.fraction_bits if src is not _NO_SOURCE else 0, src_encoding=src.encoding_code,
     )
 
 
@@ -60,19 +72,50 @@ def _finish(out: np.ndarray, fl: np.ndarray, shape: tuple, want_flags: bool, sca
 
 
 @functools.cache
-def _loop(kernel: str, ebits: int, fbits: int, src: tuple[int, int], defaults: bool, keep_flags: bool):
-    return loops.make_loop(kernel, ebits, fbits, *src, defaults, keep_flags)
+def _loop(kernel: str, ebits: int, fbits: int, encoding: int, src: tuple[int, int, int], defaults: bool,
+          keep_flags: bool, random_source: int):
+    return loops.make_loop(kernel, ebits, fbits, encoding, *src, defaults, keep_flags, random_source)
 
 
-def _run(kernel: str, fmt: Format, operands: dict, keywords: dict, out_dtype, src=(0, 0)):
+def _random_source(options: loops.Options, seed, random_bits, shape: tuple) -> tuple[int, np.ndarray]:
+    """(loops' RANDOM_* code, the loop's ``random`` array) for stochastic rounding's randomness."""
+    stochastic = options.rounding == Rounding.SR
+    if not stochastic:
+        for name, value in (("seed", seed), ("random_bits", random_bits)):
+            if value is not None:
+                raise ValueError(f"{name}: only stochastic rounding (rounding='sr') uses it")
+        return loops.NO_RANDOM, _NO_WORDS
+    if (seed is None) == (random_bits is None):
+        raise ValueError("rounding='sr' needs its randomness: pass exactly one of seed= (an integer) or "
+                         "random_bits= (a uint32 array broadcasting to the result)")
+    if seed is not None:
+        return loops.RANDOM_SEED, np.array(seed_key(seed), dtype=np.uint32)
+    words = np.asarray(random_bits)
+    if words.dtype.kind not in "iu":
+        raise TypeError(f"random_bits: expected unsigned 32-bit integers, got dtype {words.dtype}")
+    if words.size and (words.min() < 0 or int(words.max()) >> 32):
+        raise ValueError("random_bits: values must lie in [0, 2**32)")
+    try:
+        words = np.broadcast_to(words, shape)
+    except ValueError:
+        raise ValueError(f"random_bits: shape {words.shape} does not broadcast to the result's shape {shape}") from None
+    return loops.RANDOM_ARRAY, np.ascontiguousarray(words, dtype=np.uint32).reshape(-1)
+
+
+_NO_WORDS = np.zeros(0, np.uint32)
+
+
+def _run(kernel: str, fmt: Format, operands: dict, keywords: dict, out_dtype, src: Format | None = None):
     want_flags = keywords.pop("flags", False)
     if not isinstance(want_flags, (bool, np.bool_)):
         raise TypeError(f"flags: expected True or False, got {want_flags!r}")
+    seed, random_bits = keywords.pop("seed", None), keywords.pop("random_bits", None)
     options = _config(fmt, src=src, **keywords)
     arrays, shape = _broadcast(list(operands.values()), tuple(operands))
     scalar = all(np.ndim(a) == 0 for a in operands.values())
+    random_source, random = _random_source(options, seed, random_bits, shape)
     n = arrays[0].size
-    if len(arrays) == 1 and arrays[0].dtype == np.uint16 and n >= _TABLE_MIN_SIZE:
+    if len(arrays) == 1 and arrays[0].dtype == np.uint16 and n >= _TABLE_MIN_SIZE and random_source == loops.NO_RANDOM:
         table, flag_table = _table(kernel, options, np.dtype(out_dtype), bool(want_flags))
         out = np.empty(n, dtype=out_dtype)
         fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
@@ -82,15 +125,15 @@ def _run(kernel: str, fmt: Format, operands: dict, keywords: dict, out_dtype, sr
         return _finish(out, fl, shape, want_flags, scalar)
     out = np.empty(n, dtype=out_dtype)
     fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
-    _loop_for(kernel, options, want_flags)(*arrays, out, fl, options)
+    _loop_for(kernel, options, want_flags, random_source)(*arrays, random, out, fl, options)
     return _finish(out, fl, shape, want_flags, scalar)
 
 
-def _loop_for(kernel: str, options: loops.Options, want_flags: bool):
-    # The default options (rne, no ftz/daz, tininess after) get a loop with them folded in.
-    src = (options.src_exponent_bits, options.src_fraction_bits)
-    return _loop(kernel, options.exponent_bits, options.fraction_bits, src, loops.uses_defaults(options),
-                 bool(want_flags))
+def _loop_for(kernel: str, options: loops.Options, want_flags: bool, random_source: int = loops.NO_RANDOM):
+    # The default options (rne, no ftz/daz, tininess after, no saturation) get a loop with them folded in.
+    src = (options.src_exponent_bits, options.src_fraction_bits, options.src_encoding)
+    return _loop(kernel, options.exponent_bits, options.fraction_bits, options.encoding, src,
+                 loops.uses_defaults(options), bool(want_flags), random_source)
 
 
 # A unary operation on a 16-bit format reads its results from a table of all 65,536, computed
@@ -104,7 +147,7 @@ def _table(kernel: str, options: loops.Options, out_dtype: np.dtype, want_flags:
     every = np.arange(1 << 16, dtype=np.uint16)
     table = np.empty(1 << 16, dtype=out_dtype)
     flag_table = np.zeros(1 << 16 if want_flags else 0, dtype=np.uint8)
-    _loop_for(kernel, options, want_flags)(every, table, flag_table, options)
+    _loop_for(kernel, options, want_flags)(every, _NO_WORDS, table, flag_table, options)
     return table, flag_table
 
 
@@ -114,20 +157,49 @@ def _check_op(op: str, accepted: tuple[str, ...]) -> str:
     return op
 
 
-def _check_options(options: dict) -> None:
-    allowed = {"rounding", "ftz", "daz", "nan", "tininess", "flags"}
+_OPTIONS = {"rounding", "ftz", "daz", "nan", "tininess", "flags", "saturate", "sr_bits", "seed", "random_bits"}
+
+
+def _check_options(options: dict, exact: bool = False) -> None:
+    """Unknown keywords are a TypeError; ``exact`` operations (comparisons, to_float) round nothing,
+    so the rounding-only keywords are refused there."""
+    allowed = _OPTIONS - ({"saturate", "sr_bits", "seed", "random_bits"} if exact else set())
     unknown = set(options) - allowed
     if unknown:
         raise TypeError(f"unknown keyword argument(s) {sorted(unknown)}; accepted: {sorted(allowed)}")
+
+
+def _compact(bits: np.ndarray, fmt: Format) -> np.ndarray:
+    """Patterns as the kernels read them: TF32 in FP32 layout shifted down to 19 bits."""
+    return bits >> fmt.dtype(fmt.storage_shift) if fmt.storage_shift else bits
+
+
+def _stored(result, fmt: Format, want_flags: bool):
+    """Kernel results in ``fmt``'s storage layout (the inverse of _compact)."""
+    if not fmt.storage_shift:
+        return result
+    bits, fl = result if want_flags else (result, None)
+    bits = bits << fmt.dtype(fmt.storage_shift)
+    return (bits, fl) if want_flags else bits
+
+
+def _check_arithmetic(fmt: Format, op: str) -> None:
+    if fmt.encoding == "e8m0":
+        raise ValueError(f"{op}: {fmt.name} is a scale format without arithmetic; it supports convert, from_float, "
+                         "to_float and the comparisons")
 
 
 def _elementwise(op: str, accepted: tuple[str, ...], fmt: Format | str, operands: dict, options: dict,
                  out_dtype=None):
     """The entry points below: validate, read the operands as bits of ``fmt``, run the loop."""
     fmt = parse_format(fmt)
-    _check_options(options)
-    bits = {name: as_bits(value, fmt, name) for name, value in operands.items()}
-    return _run(_check_op(op, accepted), fmt, bits, options, fmt.dtype if out_dtype is None else out_dtype)
+    _check_op(op, accepted)
+    _check_options(options, exact=out_dtype is not None)
+    if out_dtype is None:
+        _check_arithmetic(fmt, op)
+    bits = {name: _compact(as_bits(value, fmt, name), fmt) for name, value in operands.items()}
+    result = _run(op, fmt, bits, options, fmt.dtype if out_dtype is None else out_dtype)
+    return result if out_dtype is not None else _stored(result, fmt, bool(options.get("flags")))
 
 
 def unary(op: str, fmt: Format | str, a, **options):
@@ -152,12 +224,15 @@ def convert(bits, src: Format | str, dst: Format | str, **options):
     >>> import softfloat16 as sf
     >>> hex(sf.convert(0x3F800001, src=sf.fp32, dst=sf.bf16, rounding="rup"))
     '0x3f81'
+    >>> hex(sf.convert(0x43F00000, src=sf.fp32, dst=sf.fp8_e4m3fn))       # 480: beyond E4M3FN's 448
+    '0x7f'
+    >>> hex(sf.convert(0x43F00000, src=sf.fp32, dst=sf.fp8_e4m3fn, saturate=True))
+    '0x7e'
     """
     src, dst = parse_format(src), parse_format(dst)
     _check_options(options)
-    operands = {"bits": as_bits(bits, src, "bits")}
-    return _run("convert", dst, operands, options, dst.dtype,
-                src=(src.exponent_bits, src.fraction_bits))
+    operands = {"bits": _compact(as_bits(bits, src, "bits"), src)}
+    return _stored(_run("convert", dst, operands, options, dst.dtype, src=src), dst, bool(options.get("flags")))
 
 
 def from_float(fmt: Format | str, x, **options):
@@ -173,14 +248,15 @@ def from_float(fmt: Format | str, x, **options):
     if arr.dtype.name == "bfloat16":
         arr = arr.astype(np.float32)  # exact widening
     kind = arr.dtype.kind
+    want_flags = bool(options.get("flags"))
     if kind == "f" and arr.dtype.itemsize in (2, 4, 8) and arr.dtype.name in ("float16", "float32", "float64"):
-        src = {2: (5, 10), 4: (8, 23), 8: _FLOAT64}[arr.dtype.itemsize]
+        src = {2: _FLOAT16, 4: _FLOAT32, 8: _FLOAT64}[arr.dtype.itemsize]
         bits = arr.view({2: np.uint16, 4: np.uint32, 8: np.int64}[arr.dtype.itemsize])
-        return _run("convert", fmt, {"x": bits}, options, fmt.dtype, src=src)
+        return _stored(_run("convert", fmt, {"x": bits}, options, fmt.dtype, src=src), fmt, want_flags)
     if kind in "iu":
         if kind == "u" and arr.size and int(arr.max()) >= 1 << 63:
             raise ValueError("x: unsigned integers of 2**63 or more are not supported")
-        return _run("from_int", fmt, {"x": arr.astype(np.int64)}, options, fmt.dtype)
+        return _stored(_run("from_int", fmt, {"x": arr.astype(np.int64)}, options, fmt.dtype), fmt, want_flags)
     if kind == "b":
         raise TypeError("x: boolean arrays are not numbers here; convert them to integers first")
     raise TypeError(f"x: expected float16/float32/float64/bfloat16 or integer values, got dtype {arr.dtype}")
@@ -189,9 +265,9 @@ def from_float(fmt: Format | str, x, **options):
 def to_float(fmt: Format | str, bits, **options):
     """Exact float64 values of bit patterns (every supported format fits float64 exactly)."""
     fmt = parse_format(fmt)
-    _check_options(options)
+    _check_options(options, exact=True)
     if options.get("flags"):
         raise TypeError("flags: to_float is exact and raises no flags")
-    operands = {"bits": as_bits(bits, fmt, "bits")}
+    operands = {"bits": _compact(as_bits(bits, fmt, "bits"), fmt)}
     result = _run("to_float64_bits", fmt, operands, options, np.int64)
     return result.view(np.float64) if isinstance(result, np.ndarray) else np.int64(result).view(np.float64)

@@ -19,17 +19,24 @@ class NanProfile:
     all_ones: bool           # canonical NaN is all ones but the sign (CUDA), not just the quiet bit
 
     def invalid_nan(self, fmt: Format) -> int:
-        """Bits of the NaN an invalid operation returns in format ``fmt``.
+        """Bits of the NaN an invalid operation returns in format ``fmt`` (+0 in a format without
+        NaN, docs/formats-spec.md).
 
         >>> import softfloat16 as sf
         >>> [hex(PROFILES[name].invalid_nan(sf.fp16)) for name in ("ieee", "x86", "cuda")]
         ['0x7e00', '0xfe00', '0x7fff']
+        >>> [hex(PROFILES["x86"].invalid_nan(f)) for f in (sf.fp8_e4m3fn, sf.fp8_e4m3fnuz, sf.fp4_e2m1)]
+        ['0xff', '0x80', '0x0']
         """
-        return self.canonical_nan(fmt) | (fmt.sign_mask if self.invalid_negative else 0)
+        negative = self.invalid_negative and fmt.encoding in ("ieee", "fn")  # formats with a NaN of each sign
+        return self.canonical_nan(fmt) | (fmt.sign_mask if negative else 0)
 
     def canonical_nan(self, fmt: Format) -> int:
-        """Bits of this machine's positive canonical NaN in format ``fmt``."""
-        return fmt.magnitude_mask if self.all_ones else fmt.default_nan
+        """Bits of this machine's positive canonical NaN in format ``fmt`` (the one NaN of the
+        formats that have one or two; +0, the stand-in, in a format without NaN)."""
+        if fmt.encoding != "ieee":
+            return fmt.default_nan if fmt.has_nan else 0
+        return fmt.magnitude_mask & ~((1 << fmt.storage_shift) - 1) if self.all_ones else fmt.default_nan
 
 
 PROFILES = {

@@ -13,9 +13,12 @@ class Rounding(enum.IntEnum):
     RUP = 3  # roundTowardPositive
     RDN = 4  # roundTowardNegative
     ROD = 5  # round to odd (sticky lsb): lets a later, narrower rounding be correct
+    SR = 6   # stochastic rounding (docs/formats-spec.md): needs seed= or random_bits=
 
 
+# The deterministic modes; "sr" is parsed too, and listed in every error message.
 ROUNDING_NAMES = ("rne", "rna", "rtz", "rup", "rdn", "rod")
+_ALL_NAMES = (*ROUNDING_NAMES, "sr")
 
 _ALIASES = {
     "nearest_even": "rne", "nearest": "rne", "ties_to_even": "rne",
@@ -24,6 +27,7 @@ _ALIASES = {
     "up": "rup", "toward_positive": "rup", "ceil": "rup",
     "down": "rdn", "toward_negative": "rdn", "floor": "rdn",
     "odd": "rod",
+    "stochastic": "sr",
 }
 
 
@@ -35,7 +39,7 @@ def accepted_rounding_names() -> str:
     """
     return "; ".join(
         f"{name} ({', '.join(alias for alias, target in _ALIASES.items() if target == name)})"
-        for name in ROUNDING_NAMES
+        for name in _ALL_NAMES
     )
 
 
@@ -53,6 +57,6 @@ def parse_rounding(rounding: str | Rounding) -> Rounding:
     if isinstance(rounding, str):
         key = rounding.strip().lower()
         key = _ALIASES.get(key, key)
-        if key in ROUNDING_NAMES:
+        if key in _ALL_NAMES:
             return Rounding[key.upper()]
     raise ValueError(f"rounding: unknown rounding mode {rounding!r}; accepted: {accepted_rounding_names()}")

@@ -28,13 +28,13 @@ def general_loop(which, a, b, options, out, flags):
     """The general kernel alone over flat arrays: the loop without the fast path."""
     for i in range(a.size):
         if which == 0:
-            bits, fl = arith.add(a[i], b[i], options)
+            bits, fl = arith.add(a[i], b[i], options, 0)
         elif which == 1:
-            bits, fl = arith.sub(a[i], b[i], options)
+            bits, fl = arith.sub(a[i], b[i], options, 0)
         elif which == 2:
-            bits, fl = arith.mul(a[i], b[i], options)
+            bits, fl = arith.mul(a[i], b[i], options, 0)
         else:
-            bits, fl = arith.div(a[i], b[i], options)
+            bits, fl = arith.div(a[i], b[i], options, 0)
         out[i] = bits
         flags[i] = fl
 
@@ -42,7 +42,7 @@ def general_loop(which, a, b, options, out, flags):
 def assert_same_as_general_kernel(fmt, op, mode, a, b):
     options = ops._config(fmt, rounding=mode)
     fast_bits, fast_flags = np.empty(a.size, fmt.dtype), np.empty(a.size, np.uint8)
-    ops._loop_for(op, options, True)(a, b, fast_bits, fast_flags, options)
+    ops._loop_for(op, options, True)(a, b, ops._NO_WORDS, fast_bits, fast_flags, options)
     want_bits, want_flags = np.empty(a.size, fmt.dtype), np.empty(a.size, np.uint8)
     general_loop(OPS.index(op), a, b, options, want_bits, want_flags)
     bad = np.flatnonzero((fast_bits != want_bits) | (fast_flags != want_flags))

@@ -2,65 +2,86 @@
 from numba import njit
 
 from .core import (
-    FINITE, INF, INVALID, NAN, ZERO, is_signaling_bits, msb_index, pack_special, round_pack_options, unpack,
+    E8M0, FINITE, FINITE_ONLY, FN, IEEE, INF, INVALID, NAN, ZERO,
+    is_signaling_bits, msb_index, overflow_bits, round_pack_options, special_options, unpack,
 )
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def convert(bits, options):
+def convert_nan(sign, payload, signaling, options):
+    """(bits, flags) of a NaN converted into the destination format (docs/formats-spec.md): its
+    sign and payload (aligned at the top of the fraction, quieted) where the destination has
+    room for them, the one NaN where it has one, +0 with INVALID where it has none."""
+    ebits, fbits, encoding = options.exponent_bits, options.fraction_bits, options.encoding
+    flags = INVALID if signaling else 0
+    if encoding == FINITE_ONLY:
+        return 0, INVALID
+    if not options.nan_propagate:
+        return options.canonical_nan, flags
+    if encoding == FN:
+        return (sign << (ebits + fbits)) | ((1 << (ebits + fbits)) - 1), flags
+    if encoding != IEEE:  # FNUZ's 0x80 and E8M0's 0xFF
+        return overflow_bits(sign, ebits, fbits, encoding, False), flags
+    src_fbits = options.src_fraction_bits
+    if fbits >= src_fbits:
+        payload = payload << (fbits - src_fbits)
+    else:
+        payload = payload >> (src_fbits - fbits)
+    payload |= 1 << (fbits - 1)
+    return (sign << (ebits + fbits)) | (((1 << ebits) - 1) << fbits) | payload, flags
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def convert(bits, options, random):
     """Convert from the source format (options.src_*) to the destination format, one rounding.
 
     Used for format-to-format conversion and for float64 input (source format 11/52).
     """
-    ebits, fbits = options.exponent_bits, options.fraction_bits
-    src_ebits, src_fbits = options.src_exponent_bits, options.src_fraction_bits
-    cls, sign, exp, sig = unpack(bits, src_ebits, src_fbits, options.daz)
+    src_ebits, src_fbits, src_encoding = options.src_exponent_bits, options.src_fraction_bits, options.src_encoding
+    cls, sign, exp, sig = unpack(bits, src_ebits, src_fbits, src_encoding, options.daz)
     if cls == FINITE:
-        return round_pack_options(sign, exp, sig, options)
-    if cls != NAN:
-        return pack_special(sign, cls, ebits, fbits), 0
-    flags = INVALID if is_signaling_bits(bits, src_ebits, src_fbits) else 0
-    if not options.nan_propagate:
-        return options.canonical_nan, flags
-    # Keep the payload aligned at the top of the fraction, as hardware conversions do, and quiet it.
-    if fbits >= src_fbits:
-        payload = sig << (fbits - src_fbits)
-    else:
-        payload = sig >> (src_fbits - fbits)
-    payload |= 1 << (fbits - 1)
-    return pack_special(sign, INF, ebits, fbits) | payload, flags
+        return round_pack_options(sign, exp, sig, options, random)
+    if cls == NAN:
+        return convert_nan(sign, sig, is_signaling_bits(bits, src_ebits, src_fbits, src_encoding), options)
+    if options.encoding == E8M0 and (cls == ZERO or sign == 1):
+        return special_options(INF, 0, options), INVALID  # no zero, no sign: NaN (E8M0's overflow value)
+    special = special_options(cls, sign, options)
+    # An infinity into a format without one has no representation (INVALID), even saturated.
+    return special, INVALID if cls == INF and options.encoding != IEEE else 0
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def from_int(value, options):
+def from_int(value, options, random):
     """Round a signed 64-bit integer into the format."""
     value = int(value)
     if value == 0:
-        return 0, 0
+        return special_options(ZERO, 0, options), INVALID * int(options.encoding == E8M0)
     sign = 1 if value < 0 else 0
     if value == -(1 << 63):
-        return round_pack_options(1, 2, 1 << 61, options)
+        return round_pack_options(1, 2, 1 << 61, options, random)
     magnitude = -value if sign else value
     exp = 0
     if magnitude >= (1 << 62):
         # Keep the significand below 2**62; the jammed bit preserves correct rounding.
         magnitude = (magnitude >> 1) | (magnitude & 1)
         exp = 1
-    return round_pack_options(sign, exp, magnitude, options)
+    return round_pack_options(sign, exp, magnitude, options, random)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def to_float64_bits(bits, options):
+def to_float64_bits(bits, options, random):
     """The exact value of a bit pattern as float64 bits (every format here fits float64 exactly)."""
     ebits, fbits = options.exponent_bits, options.fraction_bits
-    cls, sign, exp, sig = unpack(bits, ebits, fbits, options.daz)
+    cls, sign, exp, sig = unpack(bits, ebits, fbits, options.encoding, options.daz)
     sign_bit = sign << 63
     if cls == ZERO:
         return sign_bit, 0
     if cls == INF:
         return sign_bit | (0x7FF << 52), 0
     if cls == NAN:
-        return sign_bit | (0x7FF << 52) | (sig << (52 - fbits)), 0
+        payload = sig << (52 - fbits) if fbits > 0 else 0
+        # A NaN without payload (FNUZ, E8M0) must not read as an infinity: give it the quiet bit.
+        return sign_bit | (0x7FF << 52) | (payload if payload else 1 << 51), 0
     lead = msb_index(sig)
     # sig has its leading bit at index `lead`; value = 1.f * 2**(exp + lead).
     fraction = (sig << (52 - lead)) & ((1 << 52) - 1)
@@ -79,11 +100,11 @@ def order_key(cls, bits, ebits, fbits):
 @njit(cache=True, forceinline=True, error_model="numpy")
 def compare(a, b, options, want_less, want_equal):
     """Quiet comparison -> (result as 0/1, flags). NaN compares unordered; sNaN raises INVALID."""
-    ebits, fbits, daz = options.exponent_bits, options.fraction_bits, options.daz
-    class_a = unpack(a, ebits, fbits, daz)[0]
-    class_b = unpack(b, ebits, fbits, daz)[0]
+    ebits, fbits, encoding, daz = options.exponent_bits, options.fraction_bits, options.encoding, options.daz
+    class_a = unpack(a, ebits, fbits, encoding, daz)[0]
+    class_b = unpack(b, ebits, fbits, encoding, daz)[0]
     if class_a == NAN or class_b == NAN:
-        signaling = is_signaling_bits(a, ebits, fbits) or is_signaling_bits(b, ebits, fbits)
+        signaling = is_signaling_bits(a, ebits, fbits, encoding) or is_signaling_bits(b, ebits, fbits, encoding)
         return 0, INVALID if signaling else 0
     key_a = order_key(class_a, a, ebits, fbits)
     key_b = order_key(class_b, b, ebits, fbits)
@@ -92,15 +113,15 @@ def compare(a, b, options, want_less, want_equal):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def eq(a, b, options):
+def eq(a, b, options, random):
     return compare(a, b, options, False, True)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def lt(a, b, options):
+def lt(a, b, options, random):
     return compare(a, b, options, True, False)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def le(a, b, options):
+def le(a, b, options, random):
     return compare(a, b, options, True, True)

@@ -12,8 +12,11 @@ from collections import namedtuple
 from numba import njit
 from numba.cpython.unsafe.numbers import leading_zeros
 
-# Rounding modes (codes shared with softfloat16.rounding).
-RNE, RNA, RTZ, RUP, RDN, ROD = 0, 1, 2, 3, 4, 5
+# Rounding modes (codes shared with softfloat16.rounding). SR: stochastic rounding.
+RNE, RNA, RTZ, RUP, RDN, ROD, SR = 0, 1, 2, 3, 4, 5, 6
+
+# Encodings of special values (codes shared with softfloat16.formats.ENCODINGS; docs/formats-spec.md).
+IEEE, FN, FNUZ, FINITE_ONLY, E8M0 = 0, 1, 2, 3, 4  # FINITE_ONLY: no inf, no NaN
 
 # Exception flags: the bit values Berkeley SoftFloat uses (shared with softfloat16.Flag).
 INEXACT, UNDERFLOW, OVERFLOW, DIVIDE_BY_ZERO, INVALID = 1, 2, 4, 8, 16
@@ -24,14 +27,15 @@ ZERO, FINITE, INF, NAN = 0, 1, 2, 3
 # Everything a kernel needs to know about one call besides its operands, all ints: Numba passes a
 # namedtuple of ints by value, reads its fields by name at no cost, and keys its disk cache on the
 # field types, the same in every process. Built by softfloat16.ops._config; loops.py replaces the
-# format widths (and, for default calls, the modes) by compile-time constants.
+# format widths and encodings (and, for default calls, the modes) by compile-time constants.
 Options = namedtuple("Options", (
-    "exponent_bits", "fraction_bits",  # the result's format
+    "exponent_bits", "fraction_bits", "encoding",  # the result's format
     "rounding",  # a rounding-mode code above
-    "ftz", "daz", "tininess_before",  # 0 or 1 each
+    "ftz", "daz", "tininess_before", "saturate",  # 0 or 1 each
+    "sr_bits",  # R, the random bits stochastic rounding compares (1..32)
     "nan_propagate",  # 1: a NaN result is the first NaN operand, quieted; 0: canonical_nan
     "invalid_nan", "canonical_nan",  # bit patterns of the machine profile's NaNs
-    "src_exponent_bits", "src_fraction_bits",  # a conversion's source format; 0 otherwise
+    "src_exponent_bits", "src_fraction_bits", "src_encoding",  # a conversion's source format; 0 otherwise
 ))
 
 
@@ -49,21 +53,37 @@ def shift_right_jam(x, count):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def unpack(bits, ebits, fbits, daz):
+def bias_of(ebits, encoding):
+    """Exponent bias: one larger in the FNUZ formats."""
+    return (1 << (ebits - 1)) - 1 + int(encoding == FNUZ)
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def unpack(bits, ebits, fbits, encoding, daz):
     """Split a bit pattern into (class, sign, exp, sig); value = sig * 2**exp for FINITE.
 
-    For NAN the fraction is returned in ``sig``. ``daz`` reads subnormals as zeros of their sign.
+    For NAN the fraction (the payload; 0 in FNUZ and E8M0) is returned in ``sig``. ``daz`` reads
+    subnormals as zeros of their sign. Which patterns are special is the encoding's business.
     """
     bits = int(bits)
     emask = (1 << ebits) - 1
-    frac = bits & ((1 << fbits) - 1)
+    fmask = (1 << fbits) - 1
+    frac = bits & fmask
     field = (bits >> fbits) & emask
     sign = (bits >> (ebits + fbits)) & 1
-    bias = (1 << (ebits - 1)) - 1
-    if field == emask:
+    bias = bias_of(ebits, encoding)
+    if encoding == E8M0:  # unsigned powers of two, no zero, no subnormals
+        if field == emask:
+            return NAN, 0, 0, 0
+        return FINITE, 0, field - bias, 1
+    if encoding == IEEE and field == emask:
         if frac == 0:
             return INF, sign, 0, 0
         return NAN, sign, 0, frac
+    if encoding == FN and field == emask and frac == fmask:
+        return NAN, sign, 0, frac
+    if encoding == FNUZ and sign == 1 and field == 0 and frac == 0:
+        return NAN, 1, 0, 0  # the pattern of -0
     if field == 0:
         if frac == 0 or daz:
             return ZERO, sign, 0, 0
@@ -72,23 +92,54 @@ def unpack(bits, ebits, fbits, daz):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def pack_special(sign, cls, ebits, fbits):
-    """Encoding of a signed zero or infinity."""
-    sign_bit = sign << (ebits + fbits)
+def max_finite_bits(sign, ebits, fbits, encoding):
+    """The largest finite value of the sign (E8M0 has no sign)."""
+    if encoding == E8M0:
+        return (1 << (ebits + fbits)) - 2
+    magnitude = (1 << (ebits + fbits)) - 1  # all ones: the largest in FNUZ and finite formats
+    if encoding == IEEE:
+        magnitude = (((1 << ebits) - 1) << fbits) - 1
+    elif encoding == FN:
+        magnitude -= 1
+    return (sign << (ebits + fbits)) | magnitude
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def overflow_bits(sign, ebits, fbits, encoding, saturate):
+    """What a result too large for the format becomes when it rounds away: +-inf in IEEE formats,
+    the NaN in fn/fnuz/e8m0, +-max in finite formats and whenever ``saturate``."""
+    if saturate or encoding == FINITE_ONLY:
+        return max_finite_bits(sign, ebits, fbits, encoding)
+    if encoding == IEEE:
+        return (sign << (ebits + fbits)) | (((1 << ebits) - 1) << fbits)
+    if encoding == FN:
+        return (sign << (ebits + fbits)) | ((1 << (ebits + fbits)) - 1)
+    if encoding == FNUZ:
+        return 1 << (ebits + fbits)
+    return (1 << (ebits + fbits)) - 1  # E8M0's NaN
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def pack_special(sign, cls, ebits, fbits, encoding, saturate):
+    """Encoding of a signed zero or infinity (in formats without them: see docs/formats-spec.md)."""
     if cls == INF:
-        return sign_bit | (((1 << ebits) - 1) << fbits)
-    return sign_bit
+        return overflow_bits(sign, ebits, fbits, encoding, saturate)
+    if encoding == FNUZ:
+        return 0  # no -0
+    if encoding == E8M0:
+        return (1 << (ebits + fbits)) - 1  # no zero: NaN
+    return sign << (ebits + fbits)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def is_nan_bits(bits, ebits, fbits):
-    magnitude = int(bits) & ((1 << (ebits + fbits)) - 1)
-    return magnitude > (((1 << ebits) - 1) << fbits)
+def is_nan_bits(bits, ebits, fbits, encoding):
+    return unpack(bits, ebits, fbits, encoding, False)[0] == NAN
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def is_signaling_bits(bits, ebits, fbits):
-    return is_nan_bits(bits, ebits, fbits) and (int(bits) >> (fbits - 1)) & 1 == 0
+def is_signaling_bits(bits, ebits, fbits, encoding):
+    """Only IEEE formats have signaling NaNs (quiet bit clear)."""
+    return encoding == IEEE and is_nan_bits(bits, ebits, fbits, encoding) and (int(bits) >> (fbits - 1)) & 1 == 0
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -98,33 +149,41 @@ def nan_result(a, b, c, count, options):
     The machine profile decides: propagate the first NaN operand quieted (ieee, x86), or return the
     profile's canonical NaN (riscv, cuda). A signaling NaN operand always raises INVALID.
     """
-    ebits, fbits = options.exponent_bits, options.fraction_bits
+    ebits, fbits, encoding = options.exponent_bits, options.fraction_bits, options.encoding
     flags = 0
-    if is_signaling_bits(a, ebits, fbits):
+    if is_signaling_bits(a, ebits, fbits, encoding):
         flags = INVALID
-    if count > 1 and is_signaling_bits(b, ebits, fbits):
+    if count > 1 and is_signaling_bits(b, ebits, fbits, encoding):
         flags = INVALID
-    if count > 2 and is_signaling_bits(c, ebits, fbits):
+    if count > 2 and is_signaling_bits(c, ebits, fbits, encoding):
         flags = INVALID
     if not options.nan_propagate:
         return options.canonical_nan, flags
-    quiet = 1 << (fbits - 1)
-    if is_nan_bits(a, ebits, fbits):
+    quiet = (1 << (fbits - 1)) if encoding == IEEE else 0  # the other encodings' NaNs are all quiet
+    if is_nan_bits(a, ebits, fbits, encoding):
         return int(a) | quiet, flags
-    if count > 1 and is_nan_bits(b, ebits, fbits):
+    if count > 1 and is_nan_bits(b, ebits, fbits, encoding):
         return int(b) | quiet, flags
     return int(c) | quiet, flags
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def round_at(sig, shift, sign, rounding):
+def round_at(sig, shift, sign, rounding, random, sr_bits):
     """Round sig * 2**-shift to an integer in the given mode -> (integer, inexact).
 
     The only place a rounding decision is made. Written without data-dependent branches (the
-    mode is the same for a whole array, so its branches predict perfectly).
+    mode is the same for a whole array, so its branches predict perfectly). Stochastic rounding
+    (SR) rounds up iff d + random >= 2**sr_bits, d being the first sr_bits discarded bits.
     """
     if shift <= 0:
         return sig << (-shift), False
+    if rounding == SR:
+        whole = shift >= 63  # sig < 2**62: every bit is discarded
+        q = 0 if whole else sig >> shift
+        rem = sig if whole else sig & ((1 << shift) - 1)
+        below = shift - sr_bits  # where the first sr_bits discarded bits end
+        d = (rem << -below) if below < 0 else (rem >> below if below < 63 else 0)
+        return q + int(d + random >= (1 << sr_bits)), rem != 0
     if shift > 62:
         # sig < 2**62 <= half a unit: all that matters is a nonzero remainder below one half.
         sig, shift = 1, 62
@@ -149,45 +208,79 @@ def round_at(sig, shift, sign, rounding):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def round_pack(sign, exp, sig, ebits, fbits, rounding, ftz, tininess_before):
+def rounds_away(sign, rounding):
+    """Whether an overflowing result goes to the overflow value (else to the largest finite)."""
+    toward_zero = rounding == RTZ or rounding == ROD or (rounding == RUP and sign == 1) or (
+        rounding == RDN and sign == 0)
+    return not toward_zero
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def round_pack_e8m0(sign, exp, sig, rounding, saturate, random, sr_bits):
+    """round_pack into E8M0 (8 exponent bits, no fraction, no sign, no zero, no subnormals)."""
+    if sign:
+        return 0xFF, INVALID  # a negative value has no E8M0 representation
+    e = exp + msb_index(sig)
+    q, inexact = round_at(sig, e - exp, 0, rounding, random, sr_bits)  # q is 1, or 2 (carry)
+    e += q - 1
+    if e > 127:
+        return overflow_bits(0, 8, 0, E8M0, saturate) if rounds_away(0, rounding) else 0xFE, OVERFLOW | INEXACT
+    if e < -127:
+        return 0, UNDERFLOW | INEXACT  # no zero: the smallest value, 2**-127
+    return e + 127, INEXACT * int(inexact)
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def round_pack(sign, exp, sig, ebits, fbits, encoding, rounding, ftz, tininess_before, saturate, random, sr_bits):
     """Round (-1)**sign * sig * 2**exp (sig > 0) into the format -> (bits, flags).
 
     Handles gradual underflow, tininess (before or after rounding), flush-to-zero, overflow by
-    rounding mode, and the INEXACT / UNDERFLOW / OVERFLOW flags.
+    rounding mode and encoding (inf, NaN or the largest finite; ``saturate``), and the INEXACT /
+    UNDERFLOW / OVERFLOW flags. ``random`` is stochastic rounding's R-bit integer (R = sr_bits).
     """
-    bias = (1 << (ebits - 1)) - 1
+    if encoding == E8M0:
+        return round_pack_e8m0(sign, exp, sig, rounding, saturate, random, sr_bits)
+    bias = bias_of(ebits, encoding)
     emin = 1 - bias
     e = exp + msb_index(sig)  # exponent of the leading bit
     tiny_region = e < emin
     shift = (emin if tiny_region else e) - fbits - exp
-    q, inexact = round_at(sig, shift, sign, rounding)
+    q, inexact = round_at(sig, shift, sign, rounding, random, sr_bits)
     sign_bit = sign << (ebits + fbits)
+    if encoding == FNUZ:
+        sign_bit *= int(q != 0)  # no -0: a zero result is +0 (0x80 is the NaN)
 
     tiny = tiny_region
     if tiny_region and not tininess_before and e == emin - 1:
         # Tiny after rounding unless rounding to full precision (unbounded exponent) reaches 2**emin.
-        q_unbounded, _ = round_at(sig, shift - 1, sign, rounding)
+        q_unbounded, _ = round_at(sig, shift - 1, sign, rounding, random, sr_bits)
         tiny = q_unbounded < (1 << (fbits + 1))
     if tiny and ftz:
-        return sign_bit, UNDERFLOW | INEXACT
+        return (0 if encoding == FNUZ else sign << (ebits + fbits)), UNDERFLOW | INEXACT
 
     # Exponent field and significand add up: a carry out of the fraction bumps the exponent.
     encoded = (((e if not tiny_region else emin) + bias - 1) << fbits) + q
-    inf_encoding = ((1 << ebits) - 1) << fbits
-    if encoded >= inf_encoding:
-        to_inf = rounding == RNE or rounding == RNA
-        to_inf = to_inf or (rounding == RUP and sign == 0) or (rounding == RDN and sign == 1)
-        return sign_bit | (inf_encoding if to_inf else inf_encoding - 1), OVERFLOW | INEXACT
+    if encoded > max_finite_bits(0, ebits, fbits, encoding):
+        if rounds_away(sign, rounding):
+            return overflow_bits(sign, ebits, fbits, encoding, saturate), OVERFLOW | INEXACT
+        return max_finite_bits(sign, ebits, fbits, encoding), OVERFLOW | INEXACT
     # Arithmetic, not a branch: whether a result is exact varies from element to element.
     flags = (INEXACT | (UNDERFLOW * int(tiny))) * int(inexact)
     return sign_bit | encoded, flags
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def round_pack_options(sign, exp, sig, options):
-    """round_pack into the format, mode, ftz and tininess of an Options record."""
-    return round_pack(sign, exp, sig, options.exponent_bits, options.fraction_bits, options.rounding,
-                      options.ftz, options.tininess_before)
+def round_pack_options(sign, exp, sig, options, random):
+    """round_pack into the format, mode, ftz, tininess and saturation of an Options record."""
+    return round_pack(sign, exp, sig, options.exponent_bits, options.fraction_bits, options.encoding,
+                      options.rounding, options.ftz, options.tininess_before, options.saturate, random,
+                      options.sr_bits)
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def special_options(cls, sign, options):
+    """pack_special into the format and saturation of an Options record."""
+    return pack_special(sign, cls, options.exponent_bits, options.fraction_bits, options.encoding, options.saturate)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")

@@ -2,8 +2,10 @@
 
 Each returns ``(bits, flags, ok)``. When ``ok`` is true the bits and flags are the correctly rounded
 result: both operands are normal numbers and so is the result, with no overflow. Then nothing that
-ftz, daz, tininess or the NaN profile change can apply, and the rounding mode acts only through
-``core.round_at``, the one rounding decision. When ``ok`` is false the bits are meaningless and the
+ftz, daz, tininess, saturation or the NaN profile change can apply, and the rounding mode acts only
+through ``core.round_at``, the one rounding decision. Only for IEEE encodings (loops.py sees to it:
+the others differ in bias and in what the top exponent holds) and never for stochastic rounding,
+which needs more discarded bits than these keep. When ``ok`` is false the bits are meaningless and the
 caller must run the general kernel (arith.py) on that element; loops.py does so.
 
 There is no branch on the data here (the conditional expressions compile to selects), so the loop
@@ -91,7 +93,7 @@ def add_normal(a, b, negate_b, ebits, fbits, rounding):
     # bit 0 exact; by more (a cancellation), because that needs d <= 1, which drops no bits.
     carry = p > u32(top)
     total = u32(u32(total >> u32(1)) | u32(total & u32(1))) if carry else u32(total << u32(u32(top) - p))
-    q, inexact = round_at(total, GUARD, sign, rounding)
+    q, inexact = round_at(total, GUARD, sign, rounding, 0, 32)
     e_top = u32(e_big + p)
     e_res = u32(e_top - u32(top))
     encoded = u32(u32(u32(e_res - u32(1)) << u32(fbits)) + u32(q))  # a rounding carry bumps the exponent
@@ -129,7 +131,7 @@ def mul_normal(a, b, ebits, fbits, rounding):
     sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(int(a), int(b), ebits, fbits)
     product = sig_a * sig_b  # exact, < 2**(2*fbits+2)
     carry = product >> (2 * fbits + 1)  # the product is in [2, 4)
-    q, inexact = round_at(product, fbits + carry, sign, rounding)
+    q, inexact = round_at(product, fbits + carry, sign, rounding, 0, 32)
     return pack_normal(sign, e_a + e_b - bias + carry, q, inexact, ok, ebits, fbits)
 
 
@@ -153,25 +155,25 @@ def div_normal(a, b, ebits, fbits, rounding):
     remainder = numerator - quotient * divisor  # the product is below 2**52: exact
     q = int(np.int32(quotient)) | int(remainder != 0)  # below 2**(fbits + 5)
     carry = int(sig_a >= sig_b)  # the quotient's leading bit is one place up
-    rounded, inexact = round_at(q, 3 + carry, sign, rounding)
+    rounded, inexact = round_at(q, 3 + carry, sign, rounding, 0, 32)
     return pack_normal(sign, e_a - e_b + bias - 1 + carry, rounded, inexact, ok, ebits, fbits)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def add(a, b, options):
+def add(a, b, options, random):
     return add_normal(a, b, 0, options.exponent_bits, options.fraction_bits, options.rounding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def sub(a, b, options):
+def sub(a, b, options, random):
     return add_normal(a, b, 1, options.exponent_bits, options.fraction_bits, options.rounding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def mul(a, b, options):
+def mul(a, b, options, random):
     return mul_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def div(a, b, options):
+def div(a, b, options, random):
     return div_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding)

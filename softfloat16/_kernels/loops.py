@@ -15,7 +15,8 @@ import numpy as np
 from numba import njit
 
 from . import arith, convert, fast
-from .core import RNE, Options
+from .core import IEEE, RNE, Options
+from .philox import fill_words
 
 NAMES = ("add", "sub", "mul", "div", "eq", "lt", "le", "fma", "sqrt", "convert", "from_int", "to_float64_bits")
 # A namedtuple, not a plain tuple: Numba types a plain tuple of functions as a tuple of function
@@ -32,7 +33,12 @@ FAST_MAX_FRACTION_BITS = 23
 BLOCK = 256
 
 # The options a loop built with defaults=True takes as compile-time constants, and their values.
-DEFAULTS = namedtuple("Defaults", ("rounding", "ftz", "daz", "tininess_before"))(RNE, 0, 0, 0)
+DEFAULTS = namedtuple("Defaults", ("rounding", "ftz", "daz", "tininess_before", "saturate"))(RNE, 0, 0, 0, 0)
+
+# Where a loop finds stochastic rounding's random words (its ``random`` array): nowhere (every
+# other mode), one uint32 word per element (the caller's random_bits, broadcast), or the two key
+# words of the Philox stream that gives element i its word i (a seed).
+NO_RANDOM, RANDOM_ARRAY, RANDOM_SEED = 0, 1, 2
 
 
 def uses_defaults(options: Options) -> bool:
@@ -47,57 +53,71 @@ def uses_defaults(options: Options) -> bool:
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def with_constants(options, ebits, fbits, src_ebits, src_fbits, defaults):
+def with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults):
     """``options`` with a loop's compile-time constants in place of the run-time values: the format
-    widths, and the DEFAULTS when ``defaults``. Inlined into the loop, whose arguments here are
-    constants, so the compiler folds them through the inlined kernel."""
+    widths and encodings, and the DEFAULTS when ``defaults``. Inlined into the loop, whose arguments
+    here are constants, so the compiler folds them through the inlined kernel."""
     return Options(
-        exponent_bits=ebits, fraction_bits=fbits,
+        exponent_bits=ebits, fraction_bits=fbits, encoding=encoding,
         rounding=DEFAULTS.rounding if defaults else options.rounding,
         ftz=DEFAULTS.ftz if defaults else options.ftz,
         daz=DEFAULTS.daz if defaults else options.daz,
         tininess_before=DEFAULTS.tininess_before if defaults else options.tininess_before,
+        saturate=DEFAULTS.saturate if defaults else options.saturate,
+        sr_bits=options.sr_bits,
         nan_propagate=options.nan_propagate, invalid_nan=options.invalid_nan, canonical_nan=options.canonical_nan,
-        src_exponent_bits=src_ebits, src_fraction_bits=src_fbits,
+        src_exponent_bits=src_ebits, src_fraction_bits=src_fbits, src_encoding=src_encoding,
     )
 
 
-def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False, keep_flags=True):
-    """A compiled ``loop(*operands, out, flags, options)`` applying kernel ``name`` elementwise.
+@njit(cache=True, forceinline=True, error_model="numpy")
+def random_for(source, random, words, i, start, sr_bits):
+    """Element i's stochastic-rounding integer (its word's top sr_bits bits); 0 without SR."""
+    if source == RANDOM_ARRAY:
+        return int(random[i]) >> (32 - sr_bits)
+    if source == RANDOM_SEED:
+        return int(words[i - start]) >> (32 - sr_bits)
+    return 0
 
-    ``defaults=True`` also folds in the DEFAULTS (rne, no ftz, no daz, tininess after), for the
-    configuration where speed matters most (only for options that have them: see uses_defaults);
-    otherwise they are read from ``options``, a ``core.Options``.
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def fill_block(source, random, words, start, stop):
+    """Philox words of elements start..stop-1 into ``words`` (only when a seed is the source)."""
+    if source == RANDOM_SEED:
+        fill_words(random[0], random[1], start, words[:stop - start])
+
+
+def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_encoding=0, defaults=False,
+              keep_flags=True, random_source=NO_RANDOM):
+    """A compiled ``loop(*operands, random, out, flags, options)`` applying kernel ``name`` elementwise.
+
+    ``defaults=True`` also folds in the DEFAULTS (rne, no ftz, no daz, tininess after, no
+    saturation), for the configuration where speed matters most (only for options that have them:
+    see uses_defaults); otherwise they are read from ``options``, a ``core.Options``.
     ``keep_flags=False`` leaves ``flags`` untouched, and the compiler drops the flag logic.
+    ``random_source`` says what ``random`` holds (NO_RANDOM, RANDOM_ARRAY, RANDOM_SEED). Elements
+    are processed in blocks of BLOCK; a seed's words are generated per block, by flat index, so
+    they never depend on how the work is split.
     """
     index = NAMES.index(name)
     arity = ARITY[name]
-    if arity == 1:
-        @njit(cache=True, error_model="numpy")
-        def loop1(a, out, flags, options):
-            kernel = KERNELS[index]
-            options = with_constants(options, ebits, fbits, src_ebits, src_fbits, defaults)
-            for i in range(out.size):
-                bits, fl = kernel(a[i], options)
-                out[i] = bits
-                if keep_flags:
-                    flags[i] = fl
-        return loop1
-    if name in FAST._fields and fbits <= FAST_MAX_FRACTION_BITS:
+    fast = (name in FAST._fields and fbits <= FAST_MAX_FRACTION_BITS and encoding == IEEE
+            and random_source == NO_RANDOM)
+    if fast:
         fast_index = FAST._fields.index(name)
 
         @njit(cache=True, error_model="numpy")
-        def loop2_fast(a, b, out, flags, options):
+        def loop2_fast(a, b, random, out, flags, options):
             kernel = KERNELS[index]
             fast_kernel = FAST[fast_index]
-            options = with_constants(options, ebits, fbits, src_ebits, src_fbits, defaults)
+            options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults)
             ok = np.empty(BLOCK, np.bool_)
             # Per block: a branch-free pass over every element (vectorised), then, if it left any
             # unsettled, the general kernel on those, while they are still in cache.
             for start in range(0, out.size, BLOCK):
                 stop = min(start + BLOCK, out.size)
                 for i in range(start, stop):
-                    bits, fl, good = fast_kernel(a[i], b[i], options)
+                    bits, fl, good = fast_kernel(a[i], b[i], options, 0)
                     out[i] = bits
                     if keep_flags:
                         flags[i] = fl
@@ -109,32 +129,60 @@ def make_loop(name, ebits, fbits, src_ebits=0, src_fbits=0, defaults=False, keep
                     continue
                 for i in range(start, stop):
                     if not ok[i - start]:
-                        bits, fl = kernel(a[i], b[i], options)
+                        bits, fl = kernel(a[i], b[i], options, 0)
                         out[i] = bits
                         if keep_flags:
                             flags[i] = fl
         return loop2_fast
+
+    # One loop per arity (a closure over a closure would not be disk-cached: see the module doc).
+    if arity == 1:
+        @njit(cache=True, error_model="numpy")
+        def loop1(a, random, out, flags, options):
+            kernel = KERNELS[index]
+            options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults)
+            words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
+            for start in range(0, out.size, BLOCK):
+                stop = min(start + BLOCK, out.size)
+                fill_block(random_source, random, words, start, stop)
+                for i in range(start, stop):
+                    r = random_for(random_source, random, words, i, start, options.sr_bits)
+                    bits, fl = kernel(a[i], options, r)
+                    out[i] = bits
+                    if keep_flags:
+                        flags[i] = fl
+        return loop1
     if arity == 2:
         @njit(cache=True, error_model="numpy")
-        def loop2(a, b, out, flags, options):
+        def loop2(a, b, random, out, flags, options):
             kernel = KERNELS[index]
-            options = with_constants(options, ebits, fbits, src_ebits, src_fbits, defaults)
-            for i in range(out.size):
-                bits, fl = kernel(a[i], b[i], options)
-                out[i] = bits
-                if keep_flags:
-                    flags[i] = fl
+            options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults)
+            words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
+            for start in range(0, out.size, BLOCK):
+                stop = min(start + BLOCK, out.size)
+                fill_block(random_source, random, words, start, stop)
+                for i in range(start, stop):
+                    r = random_for(random_source, random, words, i, start, options.sr_bits)
+                    bits, fl = kernel(a[i], b[i], options, r)
+                    out[i] = bits
+                    if keep_flags:
+                        flags[i] = fl
         return loop2
 
     @njit(cache=True, error_model="numpy")
-    def loop3(a, b, c, out, flags, options):
+    def loop3(a, b, c, random, out, flags, options):
         kernel = KERNELS[index]
-        options = with_constants(options, ebits, fbits, src_ebits, src_fbits, defaults)
-        for i in range(out.size):
-            bits, fl = kernel(a[i], b[i], c[i], options)
-            out[i] = bits
-            if keep_flags:
-                flags[i] = fl
+        options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults)
+        words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
+        for start in range(0, out.size, BLOCK):
+            stop = min(start + BLOCK, out.size)
+            fill_block(random_source, random, words, start, stop)
+            for i in range(start, stop):
+                r = random_for(random_source, random, words, i, start, options.sr_bits)
+                bits, fl = kernel(a[i], b[i], c[i], options, r)
+                out[i] = bits
+                if keep_flags:
+                    flags[i] = fl
     return loop3
 
 

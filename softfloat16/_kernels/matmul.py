@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from .arith import add_finite
-from .core import FINITE, INF, NAN, RDN, ZERO, round_pack, unpack
+from .core import FINITE, IEEE, INF, NAN, RDN, ZERO, round_pack, unpack
 from .fast import add_normal, u32
 from .tensorcore import tensorcore_row
 from .unpacked import pack_result, product
@@ -29,7 +29,7 @@ _MAX_DEPTH = 64  # pairwise partial sums on the stack: enough for k < 2**63
 
 
 @njit(cache=True, error_model="numpy")
-def unpack_matrix(bits, ebits, fbits):
+def unpack_matrix(bits, ebits, fbits, encoding):
     """Unpack a 2-D array of bit patterns once: (cls, sign) int8 and (exp, sig) int32 arrays.
 
     Narrow types keep the rows the inner loop streams small (10 bytes per value); every
@@ -42,7 +42,7 @@ def unpack_matrix(bits, ebits, fbits):
     sig = np.empty((rows, cols), np.int32)
     for i in range(rows):
         for j in range(cols):
-            c, s, e, g = unpack(bits[i, j], ebits, fbits, False)
+            c, s, e, g = unpack(bits[i, j], ebits, fbits, encoding, False)
             cls[i, j], sign[i, j], exp[i, j], sig[i, j] = c, s, e, g
     return cls, sign, exp, sig
 
@@ -58,8 +58,8 @@ def add_round(cls_x, sign_x, exp_x, sig_x, cls_y, sign_y, exp_y, sig_y, ebits, f
         sign, exp, sig = add_finite(sign_x, exp_x, sig_x, sign_y, exp_y, sig_y, rounding)
         if sig == 0:
             return ZERO, sign, 0, 0
-        bits, _ = round_pack(sign, exp, sig, ebits, fbits, rounding, False, False)
-        return unpack(bits, ebits, fbits, False)
+        bits, _ = round_pack(sign, exp, sig, ebits, fbits, IEEE, rounding, False, False, False, 0, 32)
+        return unpack(bits, ebits, fbits, IEEE, False)
     if cls_x == NAN or cls_y == NAN:
         return NAN, 0, 0, 0
     if cls_x == INF or cls_y == INF:
@@ -71,10 +71,10 @@ def add_round(cls_x, sign_x, exp_x, sig_x, cls_y, sign_y, exp_y, sig_y, ebits, f
         return ZERO, (sign_x if same else int(rounding == RDN)), 0, 0  # -0 only when rounding down
     # One term is zero: the sum is the other one, rounded (an exact product may need it).
     if cls_x == ZERO:
-        bits, _ = round_pack(sign_y, exp_y, sig_y, ebits, fbits, rounding, False, False)
+        bits, _ = round_pack(sign_y, exp_y, sig_y, ebits, fbits, IEEE, rounding, False, False, False, 0, 32)
     else:
-        bits, _ = round_pack(sign_x, exp_x, sig_x, ebits, fbits, rounding, False, False)
-    return unpack(bits, ebits, fbits, False)
+        bits, _ = round_pack(sign_x, exp_x, sig_x, ebits, fbits, IEEE, rounding, False, False, False, 0, 32)
+    return unpack(bits, ebits, fbits, IEEE, False)
 
 
 @njit(cache=True, error_model="numpy")
@@ -100,8 +100,8 @@ def sequential_row(a, bt, out, i, params):
                 if g == 0:
                     cls, sign, exp, sig = ZERO, s, 0, 0
                 else:
-                    bits, _ = round_pack(s, e, g, acc_ebits, acc_fbits, rounding, False, False)
-                    cls, sign, exp, sig = unpack(bits, acc_ebits, acc_fbits, False)
+                    bits, _ = round_pack(s, e, g, acc_ebits, acc_fbits, IEEE, rounding, False, False, False, 0, 32)
+                    cls, sign, exp, sig = unpack(bits, acc_ebits, acc_fbits, IEEE, False)
                 continue
             pc, ps, pe, pg = product(
                 cls_a[i, t], sign_a[i, t], exp_a[i, t], sig_a[i, t],
@@ -263,20 +263,22 @@ def mac_lane(acc, a, b, ebits, fbits, in_fbits, rounding):
 
 
 @njit(cache=True, error_model="numpy")
-def sequential_element(a_bits, b_bits, i, j, in_ebits, in_fbits, acc_ebits, acc_fbits, out_ebits, out_fbits,
+def sequential_element(a_bits, b_bits, i, j, in_ebits, in_fbits, in_encoding, acc_ebits, acc_fbits, out_ebits,
+                       out_fbits,
                        rounding):
     """C[i, j] of the sequential order by the scalar path, from bit patterns of the input format."""
     cls, sign, exp, sig = ZERO, 0, 0, 0
     for t in range(a_bits.shape[1]):
-        ac, as_, ae, ag = unpack(a_bits[i, t], in_ebits, in_fbits, False)
-        bc, bs, be, bg = unpack(b_bits[t, j], in_ebits, in_fbits, False)
+        ac, as_, ae, ag = unpack(a_bits[i, t], in_ebits, in_fbits, in_encoding, False)
+        bc, bs, be, bg = unpack(b_bits[t, j], in_ebits, in_fbits, in_encoding, False)
         pc, ps, pe, pg = product(ac, as_, ae, ag, bc, bs, be, bg)
         cls, sign, exp, sig = add_round(cls, sign, exp, sig, pc, ps, pe, pg, acc_ebits, acc_fbits, rounding)
     return pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
 
 
 @njit(cache=True, inline="always")
-def sequential_lanes_row(a_wide, b_blocks, a_bits, b_bits, out, i, in_ebits, in_fbits, acc_ebits, acc_fbits,
+def sequential_lanes_row(a_wide, b_blocks, a_bits, b_bits, out, i, in_ebits, in_fbits, in_encoding, acc_ebits,
+                         acc_fbits,
                          out_ebits, out_fbits, rounding):
     """Row i of a make_sequential_lanes kernel: b_blocks holds B widened, in blocks of LANES
     columns; a_bits and b_bits are A and B in the input format, for lanes the scalar path redoes."""
@@ -306,21 +308,23 @@ def sequential_lanes_row(a_wide, b_blocks, a_bits, b_bits, out, i, in_ebits, in_
         j0 = block * LANES
         for w in range(min(LANES, out.shape[1] - j0)):
             if ok[w]:
-                cls, sign, exp, sig = unpack(acc[w], acc_ebits, acc_fbits, False)
+                cls, sign, exp, sig = unpack(acc[w], acc_ebits, acc_fbits, IEEE, False)
                 out[i, j0 + w] = pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
             else:
-                out[i, j0 + w] = sequential_element(a_bits, b_bits, i, j0 + w, in_ebits, in_fbits, acc_ebits,
+                out[i, j0 + w] = sequential_element(a_bits, b_bits, i, j0 + w, in_ebits, in_fbits, in_encoding,
+                                                    acc_ebits,
                                                     acc_fbits, out_ebits, out_fbits, rounding)
 
 
 @njit(cache=True, inline="always")
-def widen(bits, in_ebits, in_fbits, acc_ebits, acc_fbits):
+def widen(bits, in_ebits, in_fbits, in_encoding, acc_ebits, acc_fbits):
     """A bit pattern of the input format as one of the accumulation format (exact: wider format)."""
-    cls, sign, exp, sig = unpack(bits, in_ebits, in_fbits, False)
+    cls, sign, exp, sig = unpack(bits, in_ebits, in_fbits, in_encoding, False)
     return pack_result(cls, sign, exp, sig, acc_ebits, acc_fbits, 0)
 
 
-def make_sequential_lanes(in_ebits, in_fbits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding, parallel):
+def make_sequential_lanes(in_ebits, in_fbits, in_encoding, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding,
+                          parallel):
     """A compiled ``kernel(a_bits, b_bits, out)``: matmul_sequential's bits for A (m, k) and B
     (k, n) in the input format (uint32 arrays), LANES output elements at a time (see LANES).
 
@@ -339,12 +343,13 @@ def make_sequential_lanes(in_ebits, in_fbits, acc_ebits, acc_fbits, out_ebits, o
         a_wide = np.empty((m, k), np.uint32)
         for i in range(m):
             for t in range(k):
-                a_wide[i, t] = widen(a_bits[i, t], in_ebits, in_fbits, acc_ebits, acc_fbits)
+                a_wide[i, t] = widen(a_bits[i, t], in_ebits, in_fbits, in_encoding, acc_ebits, acc_fbits)
         b_blocks = np.zeros(((n + LANES - 1) // LANES, k, LANES), np.uint32)
         for t in range(k):
             for j in range(n):
-                b_blocks[j // LANES, t, j % LANES] = widen(b_bits[t, j], in_ebits, in_fbits, acc_ebits, acc_fbits)
+                b_blocks[j // LANES, t, j % LANES] = widen(b_bits[t, j], in_ebits, in_fbits, in_encoding, acc_ebits,
+                                                           acc_fbits)
         for i in rows(m):
-            sequential_lanes_row(a_wide, b_blocks, a_bits, b_bits, out, i, in_ebits, in_fbits, acc_ebits,
+            sequential_lanes_row(a_wide, b_blocks, a_bits, b_bits, out, i, in_ebits, in_fbits, in_encoding, acc_ebits,
                                  acc_fbits, out_ebits, out_fbits, rounding)
     return kernel

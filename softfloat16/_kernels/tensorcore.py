@@ -21,7 +21,7 @@ finite value). ``tensorcore_row`` runs in matmul.py's kernels (``make_matmul``),
 """
 from numba import njit
 
-from .core import FINITE, INF, NAN, RTZ, ZERO, msb_index, round_pack, unpack
+from .core import FINITE, IEEE, INF, NAN, RTZ, ZERO, msb_index, round_pack, unpack
 from .unpacked import pack_result, product
 
 
@@ -88,8 +88,8 @@ def block_fma(c_cls, c_sign, c_exp, c_sig, a, bt, i, j, start, stop, frac_bits, 
     if total == 0:
         return ZERO, 0, 0, 0  # exact cancellation: +0, as round-toward-zero gives
     sign = 1 if total < 0 else 0
-    bits, _ = round_pack(sign, quantum_exp, abs(total), acc_ebits, acc_fbits, RTZ, False, False)
-    return unpack(bits, acc_ebits, acc_fbits, False)
+    bits, _ = round_pack(sign, quantum_exp, abs(total), acc_ebits, acc_fbits, IEEE, RTZ, False, False, False, 0, 32)
+    return unpack(bits, acc_ebits, acc_fbits, IEEE, False)
 
 
 @njit(cache=True, error_model="numpy")

@@ -4,7 +4,7 @@ product of two such values and the final rounding to bits, shared by the matmul 
 """
 from numba import njit
 
-from .core import FINITE, INF, NAN, ZERO, round_pack
+from .core import FINITE, IEEE, INF, NAN, ZERO, round_pack
 
 
 @njit(cache=True, inline="always")
@@ -28,7 +28,7 @@ def pack_result(cls, sign, exp, sig, ebits, fbits, rounding):
     sign_bit = sign << (ebits + fbits)
     inf_bits = ((1 << ebits) - 1) << fbits
     if cls == FINITE:
-        bits, _ = round_pack(sign, exp, sig, ebits, fbits, rounding, False, False)
+        bits, _ = round_pack(sign, exp, sig, ebits, fbits, IEEE, rounding, False, False, False, 0, 32)
         return bits
     if cls == ZERO:
         return sign_bit

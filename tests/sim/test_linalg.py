@@ -198,8 +198,8 @@ def scalar_sequential(a, b, fmt, accumulate=sf.fp32, out=None, rounding="rne"):
     from softfloat16._kernels import matmul as kernels
     out = out or fmt
     e, f = fmt.exponent_bits, fmt.fraction_bits
-    ua = kernels.unpack_matrix(np.ascontiguousarray(a, dtype=np.uint32), e, f)
-    ub = kernels.unpack_matrix(np.ascontiguousarray(b.T, dtype=np.uint32), e, f)
+    ua = kernels.unpack_matrix(np.ascontiguousarray(a, dtype=np.uint32), e, f, fmt.encoding_code)
+    ub = kernels.unpack_matrix(np.ascontiguousarray(b.T, dtype=np.uint32), e, f, fmt.encoding_code)
     result = np.empty((a.shape[0], b.shape[1]), np.uint32)
     kernels.matmul_sequential(ua, ub, result, accumulate.exponent_bits, accumulate.fraction_bits,
                               out.exponent_bits, out.fraction_bits, int(sf.Rounding[rounding.upper()]))
