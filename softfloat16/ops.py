@@ -10,7 +10,7 @@ from .flags import Flag  # noqa: F401  (defined apart so that softfloat16.exact 
 from .formats import Format, as_bits, format as parse_format
 from .profiles import parse_profile, parse_tininess
 from .rounding import Rounding, parse_rounding
-from .stochastic import seed_key
+from .stochastic import check_sr_bits, randomness, seed_key
 
 
 _UNARY = ("sqrt",)
@@ -34,8 +34,7 @@ def _config(fmt: Format, rounding="rne", ftz=False, daz=False, nan="ieee", tinin
     for name, value in (("ftz", ftz), ("daz", daz), ("saturate", saturate)):
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{name}: expected True or False, got {value!r}")
-    if isinstance(sr_bits, (bool, np.bool_)) or not isinstance(sr_bits, (int, np.integer)) or not 1 <= sr_bits <= 32:
-        raise ValueError(f"sr_bits: expected an integer from 1 to 32, got {sr_bits!r}")
+    sr_bits = check_sr_bits(sr_bits)
     profile = parse_profile(nan)
     shift = fmt.storage_shift  # the kernels see TF32 in FP32 layout as compact 19-bit patterns
     src = _NO_SOURCE if src is None else src
@@ -79,27 +78,12 @@ def _loop(kernel: str, ebits: int, fbits: int, encoding: int, src: tuple[int, in
 
 def _random_source(options: loops.Options, seed, random_bits, shape: tuple) -> tuple[int, np.ndarray]:
     """(loops' RANDOM_* code, the loop's ``random`` array) for stochastic rounding's randomness."""
-    stochastic = options.rounding == Rounding.SR
-    if not stochastic:
-        for name, value in (("seed", seed), ("random_bits", random_bits)):
-            if value is not None:
-                raise ValueError(f"{name}: only stochastic rounding (rounding='sr') uses it")
-        return loops.NO_RANDOM, _NO_WORDS
-    if (seed is None) == (random_bits is None):
-        raise ValueError("rounding='sr' needs its randomness: pass exactly one of seed= (an integer) or "
-                         "random_bits= (a uint32 array broadcasting to the result)")
+    seed, words = randomness(options.rounding == Rounding.SR, seed, random_bits, shape)
     if seed is not None:
         return loops.RANDOM_SEED, np.array(seed_key(seed), dtype=np.uint32)
-    words = np.asarray(random_bits)
-    if words.dtype.kind not in "iu":
-        raise TypeError(f"random_bits: expected unsigned 32-bit integers, got dtype {words.dtype}")
-    if words.size and (words.min() < 0 or int(words.max()) >> 32):
-        raise ValueError("random_bits: values must lie in [0, 2**32)")
-    try:
-        words = np.broadcast_to(words, shape)
-    except ValueError:
-        raise ValueError(f"random_bits: shape {words.shape} does not broadcast to the result's shape {shape}") from None
-    return loops.RANDOM_ARRAY, np.ascontiguousarray(words, dtype=np.uint32).reshape(-1)
+    if words is not None:
+        return loops.RANDOM_ARRAY, words
+    return loops.NO_RANDOM, _NO_WORDS
 
 
 _NO_WORDS = np.zeros(0, np.uint32)

@@ -62,3 +62,47 @@ def random_words(seed: int | np.integer, shape: int | tuple[int, ...], start: in
         raise ValueError(f"start: {int(start)} must be in [0, 2**63 - {words.size}] (flat indices fit an int64)")
     fill_words(key_lo, key_hi, int(start), words.reshape(-1))
     return words
+
+
+def check_sr_bits(sr_bits) -> int:
+    """R, the number of discarded bits stochastic rounding compares: an integer from 1 to 32.
+
+    >>> check_sr_bits(8)
+    8
+    """
+    if isinstance(sr_bits, (bool, np.bool_)) or not isinstance(sr_bits, numbers.Integral) or not 1 <= sr_bits <= 32:
+        raise ValueError(f"sr_bits: expected an integer from 1 to 32, got {sr_bits!r}")
+    return int(sr_bits)
+
+
+def randomness(stochastic: bool, seed, random_bits, shape: tuple, what: str = "the result") -> tuple:
+    """Validate stochastic rounding's source of randomness -> ``(seed, words)``: ``(None, None)``
+    when not ``stochastic``, ``(seed, None)`` for a seed (checked), ``(None, words)`` for
+    ``random_bits`` (flat uint32 words broadcast to ``shape``). The one check for every caller.
+
+    >>> randomness(True, 5, None, (2,))
+    (5, None)
+    >>> randomness(True, None, np.uint32(7), (2,))[1]
+    array([7, 7], dtype=uint32)
+    """
+    if not stochastic:
+        for name, value in (("seed", seed), ("random_bits", random_bits)):
+            if value is not None:
+                raise ValueError(f"{name}: only stochastic rounding (rounding='sr') uses it")
+        return None, None
+    if (seed is None) == (random_bits is None):
+        raise ValueError("rounding='sr' needs its randomness: pass exactly one of seed= (an integer) or "
+                         f"random_bits= (a uint32 array broadcasting to {what})")
+    if seed is not None:
+        seed_key(seed)
+        return seed, None
+    words = np.asarray(random_bits)
+    if words.dtype.kind not in "iu":
+        raise TypeError(f"random_bits: expected unsigned 32-bit integers, got dtype {words.dtype}")
+    if words.size and (words.min() < 0 or int(words.max()) >> 32):
+        raise ValueError("random_bits: values must lie in [0, 2**32)")
+    try:
+        words = np.broadcast_to(words, shape)
+    except ValueError:
+        raise ValueError(f"random_bits: shape {words.shape} does not broadcast to {what}'s shape {shape}") from None
+    return None, np.ascontiguousarray(words, dtype=np.uint32).reshape(-1)

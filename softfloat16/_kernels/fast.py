@@ -4,9 +4,10 @@ Each returns ``(bits, flags, ok)``. When ``ok`` is true the bits and flags are t
 result: both operands are normal numbers and so is the result, with no overflow. Then nothing that
 ftz, daz, tininess, saturation or the NaN profile change can apply, and the rounding mode acts only
 through ``core.round_at``, the one rounding decision. Only for IEEE encodings (loops.py sees to it:
-the others differ in bias and in what the top exponent holds) and never for stochastic rounding,
-which needs more discarded bits than these keep. When ``ok`` is false the bits are meaningless and the
-caller must run the general kernel (arith.py) on that element; loops.py does so.
+the others differ in bias and in what the top exponent holds); under stochastic rounding, which reads
+up to 32 discarded bits, only mul, whose product is exact (the others keep a few guard bits). When
+``ok`` is false the bits are meaningless and the caller must run the general kernel (arith.py) on
+that element; loops.py does so.
 
 There is no branch on the data here (the conditional expressions compile to selects), so the loop
 over an array runs in SIMD lanes. That is what makes these faster than the general kernels, which
@@ -125,13 +126,14 @@ def pack_normal(sign, e_res, rounded, inexact, ok, ebits, fbits):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def mul_normal(a, b, ebits, fbits, rounding):
-    """a * b of two normal numbers -> (bits, flags, ok)."""
+def mul_normal(a, b, ebits, fbits, rounding, random, sr_bits):
+    """a * b of two normal numbers -> (bits, flags, ok). The product is exact, so stochastic
+    rounding finds all its discarded bits here too."""
     bias = (1 << (ebits - 1)) - 1
     sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(int(a), int(b), ebits, fbits)
     product = sig_a * sig_b  # exact, < 2**(2*fbits+2)
     carry = product >> (2 * fbits + 1)  # the product is in [2, 4)
-    q, inexact = round_at(product, fbits + carry, sign, rounding, 0, 32)
+    q, inexact = round_at(product, fbits + carry, sign, rounding, random, sr_bits)
     return pack_normal(sign, e_a + e_b - bias + carry, q, inexact, ok, ebits, fbits)
 
 
@@ -171,7 +173,7 @@ def sub(a, b, options, random):
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def mul(a, b, options, random):
-    return mul_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding)
+    return mul_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding, random, options.sr_bits)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")

@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from . import arith, convert, fast
-from .core import IEEE, RNE, Options
+from .core import IEEE, RNE, SR, Options
 from .philox import fill_words
 
 NAMES = ("add", "sub", "mul", "div", "eq", "lt", "le", "fma", "sqrt", "convert", "from_int", "to_float64_bits")
@@ -30,6 +30,8 @@ ARITY = dict.fromkeys(NAMES[:7], 2) | {"fma": 3} | dict.fromkeys(NAMES[8:], 1)
 # two passes.
 FAST = namedtuple("Fast", ("add", "sub", "mul", "div"))(fast.add, fast.sub, fast.mul, fast.div)
 FAST_MAX_FRACTION_BITS = 23
+# The fast kernels that keep every discarded bit, so serve stochastic rounding too.
+FAST_STOCHASTIC = ("mul",)
 BLOCK = 256
 
 # The options a loop built with defaults=True takes as compile-time constants, and their values.
@@ -49,17 +51,20 @@ def uses_defaults(options: Options) -> bool:
     >>> uses_defaults(_config(fp16)), uses_defaults(_config(fp16, rounding="rtz"))
     (True, False)
     """
-    return all(getattr(options, name) == value for name, value in DEFAULTS._asdict().items())
+    # A stochastic loop folds in its rounding (SR) anyway: only the other defaults matter to it.
+    names = DEFAULTS._fields[1:] if options.rounding == SR else DEFAULTS._fields
+    return all(getattr(options, name) == getattr(DEFAULTS, name) for name in names)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults):
+def with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults, stochastic):
     """``options`` with a loop's compile-time constants in place of the run-time values: the format
-    widths and encodings, and the DEFAULTS when ``defaults``. Inlined into the loop, whose arguments
-    here are constants, so the compiler folds them through the inlined kernel."""
+    widths and encodings, the rounding mode of a stochastic loop (SR), and the DEFAULTS when
+    ``defaults``. Inlined into the loop, whose arguments here are constants, so the compiler folds
+    them through the inlined kernel."""
     return Options(
         exponent_bits=ebits, fraction_bits=fbits, encoding=encoding,
-        rounding=DEFAULTS.rounding if defaults else options.rounding,
+        rounding=SR if stochastic else DEFAULTS.rounding if defaults else options.rounding,
         ftz=DEFAULTS.ftz if defaults else options.ftz,
         daz=DEFAULTS.daz if defaults else options.daz,
         tininess_before=DEFAULTS.tininess_before if defaults else options.tininess_before,
@@ -102,7 +107,7 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
     index = NAMES.index(name)
     arity = ARITY[name]
     fast = (name in FAST._fields and fbits <= FAST_MAX_FRACTION_BITS and encoding == IEEE
-            and random_source == NO_RANDOM)
+            and (random_source == NO_RANDOM or name in FAST_STOCHASTIC))
     if fast:
         fast_index = FAST._fields.index(name)
 
@@ -110,14 +115,18 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
         def loop2_fast(a, b, random, out, flags, options):
             kernel = KERNELS[index]
             fast_kernel = FAST[fast_index]
-            options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults)
+            options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
+                                      random_source != NO_RANDOM)
             ok = np.empty(BLOCK, np.bool_)
+            words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
             # Per block: a branch-free pass over every element (vectorised), then, if it left any
             # unsettled, the general kernel on those, while they are still in cache.
             for start in range(0, out.size, BLOCK):
                 stop = min(start + BLOCK, out.size)
+                fill_block(random_source, random, words, start, stop)
                 for i in range(start, stop):
-                    bits, fl, good = fast_kernel(a[i], b[i], options, 0)
+                    r = random_for(random_source, random, words, i, start, options.sr_bits)
+                    bits, fl, good = fast_kernel(a[i], b[i], options, r)
                     out[i] = bits
                     if keep_flags:
                         flags[i] = fl
@@ -129,7 +138,8 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
                     continue
                 for i in range(start, stop):
                     if not ok[i - start]:
-                        bits, fl = kernel(a[i], b[i], options, 0)
+                        r = random_for(random_source, random, words, i, start, options.sr_bits)
+                        bits, fl = kernel(a[i], b[i], options, r)
                         out[i] = bits
                         if keep_flags:
                             flags[i] = fl
@@ -140,7 +150,8 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
         @njit(cache=True, error_model="numpy")
         def loop1(a, random, out, flags, options):
             kernel = KERNELS[index]
-            options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults)
+            options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
+                                      random_source != NO_RANDOM)
             words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
             for start in range(0, out.size, BLOCK):
                 stop = min(start + BLOCK, out.size)
@@ -156,7 +167,8 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
         @njit(cache=True, error_model="numpy")
         def loop2(a, b, random, out, flags, options):
             kernel = KERNELS[index]
-            options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults)
+            options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
+                                      random_source != NO_RANDOM)
             words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
             for start in range(0, out.size, BLOCK):
                 stop = min(start + BLOCK, out.size)
@@ -172,7 +184,8 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
     @njit(cache=True, error_model="numpy")
     def loop3(a, b, c, random, out, flags, options):
         kernel = KERNELS[index]
-        options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults)
+        options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
+                                      random_source != NO_RANDOM)
         words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
         for start in range(0, out.size, BLOCK):
             stop = min(start + BLOCK, out.size)
