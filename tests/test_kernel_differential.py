@@ -1,7 +1,8 @@
 """The fast-path loops against the general scalar kernels, bits and flags, on the same inputs.
 
 The loops of add, sub, mul and div run fast.py's vectorised kernel and hand what it declines to
-arith.py's general kernel. Here the production loop (``ops._loop_for``, as every call uses it) is
+arith.py's general kernel (add, sub and mul under stochastic rounding too, with the same
+words). Here the production loop (``ops._loop_for``, as every call uses it) is
 compared with a loop written here that calls the general kernel alone, so the fast path must
 agree with it wherever it settles an element, and the hand-over must be right where it does not:
 every fp8_e5m2 pair in every rounding mode, and sampled pairs of fp16, bf16 and fp32 that include
@@ -15,36 +16,41 @@ from numba import njit
 
 import softfloat16 as sf
 from softfloat16 import ops
-from softfloat16._kernels import arith
+from softfloat16._kernels import arith, loops
 from test_fast_paths import normal_pairs
 
 OPS = ("add", "sub", "mul", "div")
-MODES = ("rne", "rna", "rtz", "rup", "rdn", "rod")
+MODES = ("rne", "rna", "rtz", "rup", "rdn", "rod", "sr")  # sr: with the same random words on both sides
 N_SAMPLED = 120_000  # pairs per format, operation and mode
 
 
 @njit(cache=True, error_model="numpy")
-def general_loop(which, a, b, options, out, flags):
-    """The general kernel alone over flat arrays: the loop without the fast path."""
-    for i in range(a.size):
+def general_loop(which, a, b, options, out, flags, random):
+    """The general kernel alone over flat arrays: the loop without the fast path. ``random``: one
+    word per element under stochastic rounding (else unused)."""
+    for i in range(out.size):
+        r = int(random[i]) >> (32 - options.sr_bits) if options.stochastic else 0
         if which == 0:
-            bits, fl = arith.add(a[i], b[i], options, 0)
+            bits, fl = arith.add(a[i], b[i], options, r)
         elif which == 1:
-            bits, fl = arith.sub(a[i], b[i], options, 0)
+            bits, fl = arith.sub(a[i], b[i], options, r)
         elif which == 2:
-            bits, fl = arith.mul(a[i], b[i], options, 0)
+            bits, fl = arith.mul(a[i], b[i], options, r)
         else:
-            bits, fl = arith.div(a[i], b[i], options, 0)
+            bits, fl = arith.div(a[i], b[i], options, r)
         out[i] = bits
         flags[i] = fl
 
 
-def assert_same_as_general_kernel(fmt, op, mode, a, b):
-    options = ops._config(fmt, rounding=mode)
+def assert_same_as_general_kernel(fmt, op, mode, a, b, sr_bits=32):
+    options = ops._config(fmt, rounding=mode, sr_bits=sr_bits)
+    random = np.random.default_rng(a.size).integers(0, 2**32, a.size, dtype=np.uint64).astype(np.uint32)
+    source = loops.RANDOM_ARRAY if mode == "sr" else loops.NO_RANDOM
     fast_bits, fast_flags = np.empty(a.size, fmt.dtype), np.empty(a.size, np.uint8)
-    ops._loop_for(op, options, True)(a, b, ops._NO_WORDS, fast_bits, fast_flags, options)
+    ops._loop_for(op, options, True, source)(a, b, random if mode == "sr" else ops._NO_WORDS, fast_bits, fast_flags,
+                                             options)
     want_bits, want_flags = np.empty(a.size, fmt.dtype), np.empty(a.size, np.uint8)
-    general_loop(OPS.index(op), a, b, options, want_bits, want_flags)
+    general_loop(OPS.index(op), a, b, options, want_bits, want_flags, random)
     bad = np.flatnonzero((fast_bits != want_bits) | (fast_flags != want_flags))
     details = [f"{op}({hex(a[i])}, {hex(b[i])}): loop {hex(fast_bits[i])}/{fast_flags[i]}, "
                f"general kernel {hex(want_bits[i])}/{want_flags[i]}" for i in bad[:5]]
@@ -95,6 +101,16 @@ def test_sampled_pairs(fmt, op):
         rng = np.random.default_rng([20261201, fmt.width, fmt.fraction_bits, OPS.index(op), MODES.index(mode)])
         a, b = sampled_pairs(fmt, op, rng)
         assert_same_as_general_kernel(fmt, op, mode, a, b)
+
+
+@pytest.mark.parametrize("op", ("add", "sub", "mul"))
+def test_stochastic_fast_paths_with_few_random_bits(op):
+    """sr_bits below 32: the fast kernels' d must be the same first R discarded bits."""
+    for fmt in (sf.fp16, sf.bf16, sf.fp32):
+        rng = np.random.default_rng([7, fmt.width, OPS.index(op)])
+        a, b = sampled_pairs(fmt, op, rng)
+        for sr_bits in (1, 5, 31):
+            assert_same_as_general_kernel(fmt, op, "sr", a, b, sr_bits)
 
 
 def test_samples_reach_what_the_fast_kernel_declines():

@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from .core import (
-    DIVIDE_BY_ZERO, FINITE, INF, INVALID, NAN, SR, ZERO,
+    DIVIDE_BY_ZERO, FINITE, INF, INVALID, NAN, ZERO,
     exact_zero_sign, msb_index, nan_result, round_pack_options, shift_right_jam, special_options, unpack,
 )
 
@@ -119,7 +119,7 @@ def div(a, b, options, random):
         # Unsigned division: both are positive, and it spares the floor-division sign fix-ups.
         quotient = int(np.uint64(numerator) // np.uint64(divisor))
         exp = exp_a - shift_a - extra - exp_b + shift_b
-        if options.rounding == SR:
+        if options.stochastic:
             # Stochastic rounding reads up to 32 bits below the last place: 32 more quotient bits
             # (the remainder is below the divisor, < 2**24, so remainder << 32 fits).
             remainder = numerator - quotient * divisor
@@ -183,7 +183,7 @@ def sqrt(a, options, random):
     if root * root != radicand:
         root |= 1
     exp = (exp_a - shift) >> 1  # exp_a - shift is even
-    if options.rounding == SR:
+    if options.stochastic:
         # Stochastic rounding reads up to 32 bits below the last place: 32 more root bits, one at
         # a time (the remainder stays below 2 * root + 1 < 2**60).
         root = integer_sqrt(radicand)

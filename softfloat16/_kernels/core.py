@@ -31,6 +31,7 @@ ZERO, FINITE, INF, NAN = 0, 1, 2, 3
 Options = namedtuple("Options", (
     "exponent_bits", "fraction_bits", "encoding",  # the result's format
     "rounding",  # a rounding-mode code above
+    "stochastic",  # 1 iff rounding is SR: a compile-time constant in every loop, so kernels branch on it for free
     "ftz", "daz", "tininess_before", "saturate",  # 0 or 1 each
     "sr_bits",  # R, the random bits stochastic rounding compares (1..32)
     "nan_propagate",  # 1: a NaN result is the first NaN operand, quieted; 0: canonical_nan

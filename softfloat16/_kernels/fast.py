@@ -21,13 +21,17 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .core import INEXACT, round_at
+from .core import INEXACT, SR, round_at
 
 # Guard bits kept below an addend's significand: a round bit and two more, the lowest of which
 # collects everything shifted out ("sticky"). Enough because the fast path only takes sums whose
 # leading bit moves by at most one place (a carry, or a one-bit cancellation).
 GUARD = 3
+# Under stochastic rounding: 32 discarded bits that stay exact after a renormalising shift by one
+# place (bits 2 and up), then the sticky bit.
+SR_GUARD = 34
 u32 = np.uint32
+u64 = np.uint64
 
 
 @intrinsic
@@ -39,6 +43,27 @@ def float32_bits(typingctx, x):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.IntType(32))
     return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def float64_bits(typingctx, x):
+    """The encoding of a float64 as a uint64 (a bit cast: no arithmetic)."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.uint64(types.float64), codegen
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def msb_index64(x):
+    """Index of the highest set bit of 0 < x < 2**62, from the exponent of x as a float64, with the
+    same correction as msb_index32 for a conversion that rounds up to the next power of two."""
+    f = np.float64(np.int64(x))
+    encoding = float64_bits(f)
+    p = u64(u64(encoding >> u64(52)) - u64(1023))
+    return u64(p - u64((u64(encoding & u64(0xFFFFFFFFFFFFF)) == u64(0)) & (u64(np.int64(f)) > x)))
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -56,50 +81,53 @@ def msb_index32(x):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def add_normal(a, b, negate_b, ebits, fbits, rounding):
+def add_normal(a, b, negate_b, ebits, fbits, rounding, word=u32, guard=GUARD, msb=msb_index32, random=0,
+               sr_bits=32):
     """a + b (or a - b with negate_b=1) of two normal numbers -> (bits, flags, ok).
 
     Formats up to 32 bits wide: every intermediate fits in 32 bits, and is computed as a uint32
     (each result cast back, because Numba widens integer arithmetic to 64 bits) so that LLVM packs
     eight elements per AVX2 register instead of four: 1.5 instead of 2.4 ns per fp32 add.
+    Stochastic rounding reads 32 discarded bits: it runs this in uint64 ``word``s with SR_GUARD
+    guard bits and ``msb_index64`` (see add_stochastic).
     """
-    sign_shift = u32(ebits + fbits)
-    a = u32(a)
-    b = u32(u32(b) ^ u32(negate_b << (ebits + fbits)))
-    magnitude = u32((1 << (ebits + fbits)) - 1)
-    emask = u32((1 << ebits) - 1)
-    fmask = u32((1 << fbits) - 1)
-    hidden = u32(1 << fbits)
+    sign_shift = word(ebits + fbits)
+    a = word(a)
+    b = word(word(b) ^ word(negate_b << (ebits + fbits)))
+    magnitude = word((1 << (ebits + fbits)) - 1)
+    emask = word((1 << ebits) - 1)
+    fmask = word((1 << fbits) - 1)
+    hidden = word(1 << fbits)
     # Order by magnitude: for normal numbers the encodings compare like the values.
-    mag_a = u32(a & magnitude)
-    mag_b = u32(b & magnitude)
+    mag_a = word(a & magnitude)
+    mag_b = word(b & magnitude)
     big = max(mag_a, mag_b)
     small = min(mag_a, mag_b)
-    sign = u32((a if mag_a >= mag_b else b) >> sign_shift)
-    e_big = u32(big >> u32(fbits))
-    e_small = u32(small >> u32(fbits))
-    sig_big = u32(u32(u32(big & fmask) | hidden) << u32(GUARD))
-    sig_small = u32(u32(u32(small & fmask) | hidden) << u32(GUARD))
-    # Align; past fbits + GUARD + 1 places only the sticky bit is left, which this clamp keeps.
-    d = min(u32(e_big - e_small), u32(fbits + GUARD + 1))
-    lost = u32(sig_small & u32(u32(u32(1) << d) - u32(1)))
-    sig_small = u32(u32(sig_small >> d) | u32(lost != u32(0)))
-    subtract = u32(u32(a ^ b) >> sign_shift)
-    total = u32(sig_big - sig_small) if subtract else u32(sig_big + sig_small)
-    top = fbits + GUARD  # position of sig_big's leading bit
-    ok = (e_small != u32(0)) & (e_big != emask) & (total != u32(0))
-    p = msb_index32(u32(total | u32(total == u32(0))))
+    sign = word((a if mag_a >= mag_b else b) >> sign_shift)
+    e_big = word(big >> word(fbits))
+    e_small = word(small >> word(fbits))
+    sig_big = word(word(word(big & fmask) | hidden) << word(guard))
+    sig_small = word(word(word(small & fmask) | hidden) << word(guard))
+    # Align; past fbits + guard + 1 places only the sticky bit is left, which this clamp keeps.
+    d = min(word(e_big - e_small), word(fbits + guard + 1))
+    lost = word(sig_small & word(word(word(1) << d) - word(1)))
+    sig_small = word(word(sig_small >> d) | word(lost != word(0)))
+    subtract = word(word(a ^ b) >> sign_shift)
+    total = word(sig_big - sig_small) if subtract else word(sig_big + sig_small)
+    top = fbits + guard  # position of sig_big's leading bit
+    ok = (e_small != word(0)) & (e_big != emask) & (total != word(0))
+    p = msb(word(total | word(total == word(0))))
     # Renormalise to the leading bit at `top`. Shifting down (a carry) jams the lost bit. Shifting
     # up is exact: by one place, because the subtraction of a jammed addend leaves every bit above
     # bit 0 exact; by more (a cancellation), because that needs d <= 1, which drops no bits.
-    carry = p > u32(top)
-    total = u32(u32(total >> u32(1)) | u32(total & u32(1))) if carry else u32(total << u32(u32(top) - p))
-    q, inexact = round_at(total, GUARD, sign, rounding, 0, 32)
-    e_top = u32(e_big + p)
-    e_res = u32(e_top - u32(top))
-    encoded = u32(u32(u32(e_res - u32(1)) << u32(fbits)) + u32(q))  # a rounding carry bumps the exponent
-    ok &= (e_top > u32(top)) & (encoded < u32(emask << u32(fbits)))
-    return u32(u32(sign << sign_shift) | encoded), INEXACT * int(inexact), ok
+    carry = p > word(top)
+    total = word(word(total >> word(1)) | word(total & word(1))) if carry else word(total << word(word(top) - p))
+    q, inexact = round_at(np.int64(total), guard, sign, rounding, random, sr_bits)
+    e_top = word(e_big + p)
+    e_res = word(e_top - word(top))
+    encoded = word(word(word(e_res - word(1)) << word(fbits)) + word(q))  # a rounding carry bumps the exponent
+    ok &= (e_top > word(top)) & (encoded < word(emask << word(fbits)))
+    return word(word(sign << sign_shift) | encoded), INEXACT * int(inexact), ok
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -162,12 +190,23 @@ def div_normal(a, b, ebits, fbits, rounding):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
+def add_stochastic(a, b, negate_b, options, random):
+    """add_normal with room for stochastic rounding's 32 discarded bits (uint64 lanes)."""
+    return add_normal(a, b, negate_b, options.exponent_bits, options.fraction_bits, SR, u64, SR_GUARD, msb_index64,
+                      random, options.sr_bits)
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
 def add(a, b, options, random):
+    if options.stochastic:  # a compile-time constant in every loop (loops.with_constants)
+        return add_stochastic(a, b, 0, options, random)
     return add_normal(a, b, 0, options.exponent_bits, options.fraction_bits, options.rounding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def sub(a, b, options, random):
+    if options.stochastic:
+        return add_stochastic(a, b, 1, options, random)
     return add_normal(a, b, 1, options.exponent_bits, options.fraction_bits, options.rounding)
 
 

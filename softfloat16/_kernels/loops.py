@@ -16,7 +16,6 @@ from numba import njit
 
 from . import arith, convert, fast
 from .core import IEEE, RNE, SR, Options
-from .philox import fill_words
 
 NAMES = ("add", "sub", "mul", "div", "eq", "lt", "le", "fma", "sqrt", "convert", "from_int", "to_float64_bits")
 # A namedtuple, not a plain tuple: Numba types a plain tuple of functions as a tuple of function
@@ -30,17 +29,17 @@ ARITY = dict.fromkeys(NAMES[:7], 2) | {"fma": 3} | dict.fromkeys(NAMES[8:], 1)
 # two passes.
 FAST = namedtuple("Fast", ("add", "sub", "mul", "div"))(fast.add, fast.sub, fast.mul, fast.div)
 FAST_MAX_FRACTION_BITS = 23
-# The fast kernels that keep every discarded bit, so serve stochastic rounding too.
-FAST_STOCHASTIC = ("mul",)
+# The fast kernels that keep (or, add and sub, make room for) 32 discarded bits: they serve
+# stochastic rounding too.
+FAST_STOCHASTIC = ("add", "sub", "mul")
 BLOCK = 256
 
 # The options a loop built with defaults=True takes as compile-time constants, and their values.
 DEFAULTS = namedtuple("Defaults", ("rounding", "ftz", "daz", "tininess_before", "saturate"))(RNE, 0, 0, 0, 0)
 
 # Where a loop finds stochastic rounding's random words (its ``random`` array): nowhere (every
-# other mode), one uint32 word per element (the caller's random_bits, broadcast), or the two key
-# words of the Philox stream that gives element i its word i (a seed).
-NO_RANDOM, RANDOM_ARRAY, RANDOM_SEED = 0, 1, 2
+# other mode), or one uint32 word per element (random_bits broadcast, or a seed's Philox stream).
+NO_RANDOM, RANDOM_ARRAY = 0, 1
 
 
 def uses_defaults(options: Options) -> bool:
@@ -62,34 +61,26 @@ def with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_en
     widths and encodings, the rounding mode of a stochastic loop (SR), and the DEFAULTS when
     ``defaults``. Inlined into the loop, whose arguments here are constants, so the compiler folds
     them through the inlined kernel."""
+    # Chosen before the call: Numba refuses conditional expressions among this many keywords.
+    rounding = SR if stochastic else (DEFAULTS.rounding if defaults else options.rounding)
+    ftz = DEFAULTS.ftz if defaults else options.ftz
+    daz = DEFAULTS.daz if defaults else options.daz
+    tininess_before = DEFAULTS.tininess_before if defaults else options.tininess_before
+    saturate = DEFAULTS.saturate if defaults else options.saturate
     return Options(
-        exponent_bits=ebits, fraction_bits=fbits, encoding=encoding,
-        rounding=SR if stochastic else DEFAULTS.rounding if defaults else options.rounding,
-        ftz=DEFAULTS.ftz if defaults else options.ftz,
-        daz=DEFAULTS.daz if defaults else options.daz,
-        tininess_before=DEFAULTS.tininess_before if defaults else options.tininess_before,
-        saturate=DEFAULTS.saturate if defaults else options.saturate,
-        sr_bits=options.sr_bits,
+        exponent_bits=ebits, fraction_bits=fbits, encoding=encoding, rounding=rounding, stochastic=stochastic,
+        ftz=ftz, daz=daz, tininess_before=tininess_before, saturate=saturate, sr_bits=options.sr_bits,
         nan_propagate=options.nan_propagate, invalid_nan=options.invalid_nan, canonical_nan=options.canonical_nan,
         src_exponent_bits=src_ebits, src_fraction_bits=src_fbits, src_encoding=src_encoding,
     )
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def random_for(source, random, words, i, start, sr_bits):
+def random_for(source, random, i, sr_bits):
     """Element i's stochastic-rounding integer (its word's top sr_bits bits); 0 without SR."""
     if source == RANDOM_ARRAY:
         return int(random[i]) >> (32 - sr_bits)
-    if source == RANDOM_SEED:
-        return int(words[i - start]) >> (32 - sr_bits)
     return 0
-
-
-@njit(cache=True, forceinline=True, error_model="numpy")
-def fill_block(source, random, words, start, stop):
-    """Philox words of elements start..stop-1 into ``words`` (only when a seed is the source)."""
-    if source == RANDOM_SEED:
-        fill_words(random[0], random[1], start, words[:stop - start])
 
 
 def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_encoding=0, defaults=False,
@@ -100,9 +91,7 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
     saturation), for the configuration where speed matters most (only for options that have them:
     see uses_defaults); otherwise they are read from ``options``, a ``core.Options``.
     ``keep_flags=False`` leaves ``flags`` untouched, and the compiler drops the flag logic.
-    ``random_source`` says what ``random`` holds (NO_RANDOM, RANDOM_ARRAY, RANDOM_SEED). Elements
-    are processed in blocks of BLOCK; a seed's words are generated per block, by flat index, so
-    they never depend on how the work is split.
+    ``random_source`` says what ``random`` holds (NO_RANDOM, or RANDOM_ARRAY: one word per element).
     """
     index = NAMES.index(name)
     arity = ARITY[name]
@@ -118,14 +107,12 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
             options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
                                       random_source != NO_RANDOM)
             ok = np.empty(BLOCK, np.bool_)
-            words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
             # Per block: a branch-free pass over every element (vectorised), then, if it left any
             # unsettled, the general kernel on those, while they are still in cache.
             for start in range(0, out.size, BLOCK):
                 stop = min(start + BLOCK, out.size)
-                fill_block(random_source, random, words, start, stop)
                 for i in range(start, stop):
-                    r = random_for(random_source, random, words, i, start, options.sr_bits)
+                    r = random_for(random_source, random, i, options.sr_bits)
                     bits, fl, good = fast_kernel(a[i], b[i], options, r)
                     out[i] = bits
                     if keep_flags:
@@ -138,8 +125,8 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
                     continue
                 for i in range(start, stop):
                     if not ok[i - start]:
-                        r = random_for(random_source, random, words, i, start, options.sr_bits)
-                        bits, fl = kernel(a[i], b[i], options, r)
+                        r = random_for(random_source, random, i, options.sr_bits)
+                        bits, fl = kernel(a[i], b[i], options, random_for(random_source, random, i, options.sr_bits))
                         out[i] = bits
                         if keep_flags:
                             flags[i] = fl
@@ -152,16 +139,11 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
             kernel = KERNELS[index]
             options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
                                       random_source != NO_RANDOM)
-            words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
-            for start in range(0, out.size, BLOCK):
-                stop = min(start + BLOCK, out.size)
-                fill_block(random_source, random, words, start, stop)
-                for i in range(start, stop):
-                    r = random_for(random_source, random, words, i, start, options.sr_bits)
-                    bits, fl = kernel(a[i], options, r)
-                    out[i] = bits
-                    if keep_flags:
-                        flags[i] = fl
+            for i in range(out.size):
+                bits, fl = kernel(a[i], options, random_for(random_source, random, i, options.sr_bits))
+                out[i] = bits
+                if keep_flags:
+                    flags[i] = fl
         return loop1
     if arity == 2:
         @njit(cache=True, error_model="numpy")
@@ -169,16 +151,11 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
             kernel = KERNELS[index]
             options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
                                       random_source != NO_RANDOM)
-            words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
-            for start in range(0, out.size, BLOCK):
-                stop = min(start + BLOCK, out.size)
-                fill_block(random_source, random, words, start, stop)
-                for i in range(start, stop):
-                    r = random_for(random_source, random, words, i, start, options.sr_bits)
-                    bits, fl = kernel(a[i], b[i], options, r)
-                    out[i] = bits
-                    if keep_flags:
-                        flags[i] = fl
+            for i in range(out.size):
+                bits, fl = kernel(a[i], b[i], options, random_for(random_source, random, i, options.sr_bits))
+                out[i] = bits
+                if keep_flags:
+                    flags[i] = fl
         return loop2
 
     @njit(cache=True, error_model="numpy")
@@ -186,16 +163,12 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
         kernel = KERNELS[index]
         options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
                                       random_source != NO_RANDOM)
-        words = np.empty(BLOCK if random_source == RANDOM_SEED else 0, np.uint32)
-        for start in range(0, out.size, BLOCK):
-            stop = min(start + BLOCK, out.size)
-            fill_block(random_source, random, words, start, stop)
-            for i in range(start, stop):
-                r = random_for(random_source, random, words, i, start, options.sr_bits)
-                bits, fl = kernel(a[i], b[i], c[i], options, r)
-                out[i] = bits
-                if keep_flags:
-                    flags[i] = fl
+        for i in range(out.size):
+            r = random_for(random_source, random, i, options.sr_bits)
+            bits, fl = kernel(a[i], b[i], c[i], options, r)
+            out[i] = bits
+            if keep_flags:
+                flags[i] = fl
     return loop3
 
 
