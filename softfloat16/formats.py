@@ -197,7 +197,7 @@ class Format:
         [1, 15, 1]
         """
         b = as_bits(bits, self, "bits")
-        sign = ((b & self.sign_mask) != 0).astype(b.dtype)
+        sign = (b >> (self.exponent_bits + self.fraction_bits + self.storage_shift)) & 1  # 0 for the unsigned E8M0
         return sign, (b & self.exponent_mask) >> (self.fraction_bits + self.storage_shift), \
             (b & self.fraction_mask) >> self.storage_shift
 

@@ -185,8 +185,9 @@ def _elementwise(op: str, accepted: tuple[str, ...], fmt: Format | str, operands
     if out_dtype is None:
         _check_arithmetic(fmt, op)
     bits = {name: _compact(as_bits(value, fmt, name), fmt) for name, value in operands.items()}
+    want_flags = bool(options.get("flags"))  # read before _run takes it out of options
     result = _run(op, fmt, bits, options, fmt.dtype if out_dtype is None else out_dtype)
-    return result if out_dtype is not None else _stored(result, fmt, bool(options.get("flags")))
+    return result if out_dtype is not None else _stored(result, fmt, want_flags)
 
 
 def unary(op: str, fmt: Format | str, a, **options):
@@ -219,7 +220,8 @@ def convert(bits, src: Format | str, dst: Format | str, **options):
     src, dst = parse_format(src), parse_format(dst)
     _check_options(options)
     operands = {"bits": _compact(as_bits(bits, src, "bits"), src)}
-    return _stored(_run("convert", dst, operands, options, dst.dtype, src=src), dst, bool(options.get("flags")))
+    want_flags = bool(options.get("flags"))  # read before _run takes it out of options
+    return _stored(_run("convert", dst, operands, options, dst.dtype, src=src), dst, want_flags)
 
 
 def from_float(fmt: Format | str, x, **options):

@@ -154,3 +154,16 @@ def test_matmul_of_small_formats_equals_matmul_of_their_exact_fp16_copies():
                 fmt.name, order)
     with pytest.raises(ValueError, match="out_format: fp8_e4m3fn is not an IEEE-encoded format"):
         sf.linalg.matmul(np.zeros((1, 1), np.uint8), np.zeros((1, 1), np.uint8), sf.fp8_e4m3fn)
+
+
+def test_tf32_in_fp32_layout_returns_its_flags_apart():
+    bits, flags = sf.tf32_fp32.add(0x3F800000, 0x3A000000, rounding="rup", flags=True)  # 1 + 2**-11, up
+    assert int(bits) == 0x3F802000 and flags == sf.Flag.INEXACT
+    bits, flags = sf.convert(np.uint32([0x3F800001, 0x3F800000]), sf.fp32, sf.tf32_fp32, flags=True)
+    assert bits.tolist() == [0x3F800000, 0x3F800000] and flags.tolist() == [sf.Flag.INEXACT, 0]
+
+
+def test_fields_of_every_format():
+    assert [int(x) for x in sf.e8m0.fields(0xFE)] == [0, 254, 0]
+    assert [int(x) for x in sf.tf32_fp32.fields(0xBF802000)] == [1, 127, 1]
+    assert [int(x) for x in sf.fp4_e2m1.fields(0xB)] == [1, 1, 1]
