@@ -2,7 +2,9 @@
 
     python -m softfloat16 explain 0x3c01 --format fp16
     python -m softfloat16 op add fp16 0x3c00 0x0001 --rounding rtz
+    python -m softfloat16 op mul fp8_e4m3fn 0x7e 0x40 --saturate
     python -m softfloat16 verify --format fp16 --op add --rounding rne --sample 1000000
+    python -m softfloat16 verify --format fp8_e4m3fn --op div --rounding rup --exhaustive --saturate
 
 Bit patterns: ``0x3c01`` is hexadecimal, ``0b0011110000000001`` binary, a bare number such as
 ``15360`` decimal (a note on stderr shows the other reading when the digits could be hex too).
@@ -16,9 +18,10 @@ import argparse
 import sys
 from fractions import Fraction
 
-from .compare import describe, exact_decimal, short_value, to_hex
+from .compare import describe, exact_decimal, max_key, ordered_key, short_value, to_hex
 from .console import run_entry_point
-from .formats import FORMATS, Format, format as parse_format
+from .formats import FORMATS, Format, format as parse_format, special_values
+from ._verify_reference import ARITHMETIC_FORMATS
 from .profiles import PROFILES
 from .rounding import ROUNDING_NAMES, parse_rounding
 
@@ -92,15 +95,46 @@ def _value_text(bits: int, fmt: Format) -> str:
     d = describe(bits, fmt)
     if d.kind == "zero":
         return "-0.0" if d.sign else "0.0"
-    if d.kind.endswith("nan"):
-        payload = d.fraction & (fmt.quiet_bit - 1)
+    if d.kind in ("qnan", "snan"):
+        payload = d.fraction & ((fmt.quiet_bit >> fmt.storage_shift) - 1)
         return f"{'-' if d.sign else '+'}{d.kind[0]}NaN (payload {payload:#x})"
+    if d.kind == "nan":  # the other encodings' NaNs: no quiet/signaling, no payload
+        return f"{'-' if d.sign else '+'}NaN" if fmt.encoding == "fn" else "NaN"
     return short_value(d.value)
 
 
 def _power_of_two(value: Fraction) -> str:
     exponent = value.numerator.bit_length() - 1 if value.denominator == 1 else -(value.denominator.bit_length() - 1)
     return f"2^{exponent}"
+
+
+#: What the special patterns of each encoding mean (docs/formats-spec.md), for ``explain``.
+_NAN_MEANING = {
+    "ieee": "exponent all ones, fraction not 0",
+    "fn": "exponent and fraction all ones, either sign (E4M3FN's only special patterns)",
+    "fnuz": "the pattern of -0, the only NaN (no -0, no inf)",
+    "e8m0": "0xff, the only NaN",
+}
+
+
+def _pattern_of_key(key: int, fmt: Format, negative_zero: bool = False) -> int:
+    """The bit pattern at ``key`` on the ordered line (``compare.ordered_key``'s inverse)."""
+    if key == 0:
+        return fmt.sign_mask if negative_zero and fmt.has_negative_zero else 0
+    return (fmt.sign_mask if key < 0 else 0) | (abs(key) << fmt.storage_shift)
+
+
+def _neighbours(bits: int, fmt: Format) -> list[tuple[str, int | None]]:
+    """IEEE nextUp / nextDown on the ordered line (nextUp(-min subnormal) is -0; +-inf past max
+    finite in IEEE formats); None past the ends of a format without infinities."""
+    key, top = int(ordered_key(bits, fmt)), max_key(fmt)
+    lowest = 0 if not fmt.signed else -top
+
+    def at(k: int, negative_zero: bool = False) -> int | None:
+        if abs(k) == top + 1 and fmt.has_inf:
+            return (fmt.sign_mask if k < 0 else 0) | fmt.inf
+        return _pattern_of_key(k, fmt, negative_zero) if lowest <= k <= top else None
+    return [("next up  ", at(key + 1, negative_zero=key < 0)), ("next down", at(key - 1))]
 
 
 def explain(bits: int, fmt: Format) -> str:
@@ -117,42 +151,72 @@ def explain(bits: int, fmt: Format) -> str:
       ulp       0.0009765625 = 2^-10
       next up   0x3c02 = 1.001953125
       next down 0x3c00 = 1.0
+    >>> print(explain(0x80, sf.fp8_e4m3fnuz))  # doctest: +NORMALIZE_WHITESPACE
+    fp8_e4m3fnuz 0x80 = 1 0000 000 (1 sign, 4 exponent, 3 fraction bits; bias 8)
+      encoding  fnuz: NaN 0x80 only; no inf, no -0
+      sign      1 (-)
+      exponent  0000 = 0
+      fraction  000 = 0
+      class     nan: the pattern of -0, the only NaN (no -0, no inf)
+      value     NaN
+    >>> print(explain(0xFE, sf.e8m0))  # doctest: +NORMALIZE_WHITESPACE
+    e8m0 0xfe = 11111110 (0 sign, 8 exponent, 0 fraction bits; bias 127)
+      encoding  e8m0: NaN 0xff; unsigned, no zero
+      exponent  11111110 = 254, unbiased 127
+      class     normal
+      value     170141183460469231731687303715884105728.0 = 170141183460469231731687303715884105728 = 1 * 2^127
+      ulp       170141183460469231731687303715884105728.0 = 2^127
+      next up   none (+max finite: e8m0 has no infinity)
+      next down 0xfd = ~8.507059173023462e+37
     """
     d = describe(bits, fmt)
     f = fmt.fraction_bits
-    lines = [f"{fmt.name} {d.hex} = {d.fields} ({1} sign, {fmt.exponent_bits} exponent, {f} fraction bits; "
-             f"bias {fmt.bias})",
-             f"  sign      {d.sign} ({'-' if d.sign else '+'})"]
+    below = f"; {fmt.storage_shift} zero bits below (FP32 layout)" if fmt.storage_shift else ""
+    lines = [f"{fmt.name} {d.hex} = {d.fields} ({int(fmt.signed)} sign, {fmt.exponent_bits} exponent, {f} fraction "
+             f"bits{below}; bias {fmt.bias})"]
+    if fmt.encoding != "ieee":
+        lines.append(f"  encoding  {fmt.encoding}: {special_values(fmt)}")
+    if fmt.signed:
+        lines.append(f"  sign      {d.sign} ({'-' if d.sign else '+'})")
+    exponent_bits = f"{d.exponent:0{fmt.exponent_bits}b}"
     if d.kind in ("zero", "subnormal"):
-        lines.append(f"  exponent  {d.exponent:0{fmt.exponent_bits}b} = 0: zero/subnormal, scale 2^{fmt.emin}, "
-                     "no implicit 1")
+        lines.append(f"  exponent  {exponent_bits} = 0: zero/subnormal, scale 2^{fmt.emin}, no implicit 1")
     elif d.kind == "normal":
-        lines.append(f"  exponent  {d.exponent:0{fmt.exponent_bits}b} = {d.exponent}, unbiased {d.exponent - fmt.bias}")
+        lines.append(f"  exponent  {exponent_bits} = {d.exponent}, unbiased {d.exponent - fmt.bias}")
+    elif fmt.encoding == "ieee":
+        lines.append(f"  exponent  {exponent_bits} = all ones (inf/NaN)")
     else:
-        lines.append(f"  exponent  {d.exponent:0{fmt.exponent_bits}b} = all ones (inf/NaN)")
-    lines.append(f"  fraction  {d.fraction:0{f}b} = {Fraction(d.fraction, 1 << f)}")
-    lines.append(f"  class     {d.kind}")
+        lines.append(f"  exponent  {exponent_bits} = {d.exponent}")
+    if f:
+        lines.append(f"  fraction  {d.fraction:0{f}b} = {Fraction(d.fraction, 1 << f)}")
     if d.kind.endswith("nan"):
+        meaning = _NAN_MEANING[fmt.encoding] + {"qnan": ", top fraction bit 1: quiet",
+                                                "snan": ", top fraction bit 0: signaling"}.get(d.kind, "")
+        lines.append(f"  class     {d.kind}: {meaning}")
         lines.append(f"  value     {_value_text(bits, fmt)}")
         return "\n".join(lines)
+    lines.append(f"  class     {d.kind}")
     if d.kind == "inf":
         lines.append(f"  value     {'-' if d.sign else '+'}inf")
-        lines.append(f"  next {'up  ' if d.sign else 'down'} {_hex(bits - 1, fmt)} = {_value_text(bits - 1, fmt)}")
+        toward_zero = fmt.sign_mask * d.sign | fmt.max_finite
+        name = "next up  " if d.sign else "next down"
+        lines.append(f"  {name} {_hex(toward_zero, fmt)} = {_value_text(toward_zero, fmt)}")
         return "\n".join(lines)
     value = d.value
-    significand = d.fraction | ((1 << f) if d.exponent else 0)
-    scale = max(d.exponent, 1) - fmt.bias - f
+    implicit = d.exponent != 0 or fmt.encoding == "e8m0"  # E8M0: no subnormals, 0x00 is 1 * 2^-127
+    significand = d.fraction | ((1 << f) if implicit else 0)
+    scale = (d.exponent if fmt.encoding == "e8m0" else max(d.exponent, 1)) - fmt.bias - f
     lines.append(f"  value     {_value_text(bits, fmt) if d.kind == 'zero' else exact_decimal(value)} = "
                  f"{'-' if d.sign else ''}{abs(value)} = {'-' if d.sign else ''}{significand} * 2^{scale}")
     ulp = Fraction(2) ** scale
     lines.append(f"  ulp       {exact_decimal(ulp)} = {_power_of_two(ulp)}")
-    # neighbours on the ordered line (keys: signed magnitudes); nextUp(-min subnormal) is -0
-    key = -(bits & fmt.magnitude_mask) if d.sign else bits
-    up = 1 if key == 0 else (key + 1 if key + 1 != 0 else fmt.sign_mask)
-    down = fmt.sign_mask | 1 if key == 0 else key - 1
-    for name, neighbour in (("next up  ", up), ("next down", down)):
-        neighbour = neighbour if neighbour >= 0 else fmt.sign_mask | -neighbour
-        lines.append(f"  {name} {_hex(neighbour, fmt)} = {_value_text(neighbour, fmt)}")
+    for name, neighbour in _neighbours(bits, fmt):
+        if neighbour is None:
+            end = "2^-127 is the smallest value, there is no zero" if fmt.encoding == "e8m0" and d.exponent == 0 \
+                else f"{'-' if d.sign else '+'}max finite: {fmt.name} has no infinity"
+            lines.append(f"  {name} none ({end})")
+        else:
+            lines.append(f"  {name} {_hex(neighbour, fmt)} = {_value_text(neighbour, fmt)}")
     return "\n".join(lines)
 
 
@@ -173,12 +237,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ftz", action="store_true", help="flush tiny results to zero")
     p.add_argument("--daz", action="store_true", help="read subnormal inputs as zero")
     p.add_argument("--tininess", choices=("after", "before"), default="after")
+    p.add_argument("--saturate", action="store_true",
+                   help="overflow (and inf results) give +-max finite instead of inf or NaN")
+    p.add_argument("--seed", type=int, metavar="N", help="--rounding sr: the Philox seed of the random bits")
+    p.add_argument("--random-bits", type=_bits_arg, metavar="WORD",
+                   help="--rounding sr: the 32-bit random word itself (its top --sr-bits bits are r)")
+    p.add_argument("--sr-bits", type=int, default=32, metavar="R", help="--rounding sr: R, 1 to 32 (default 32)")
     p.add_argument("--to", type=_format_arg, help="convert: the destination format")
 
     p = sub.add_parser("verify", help="check the core against an independent reference")
-    p.add_argument("--format", "-f", type=_format_arg, required=True, help="fp16 or bf16 (fp32 for convert)")
+    p.add_argument("--format", "-f", type=_format_arg, required=True,
+                   help=f"{', '.join(ARITHMETIC_FORMATS)}; for convert the destination (fp32 too)")
     p.add_argument("--op", choices=VERIFY_OPS, required=True, metavar="OP", help=", ".join(VERIFY_OPS))
-    p.add_argument("--rounding", "-r", type=_rounding_arg, default="rne", help=ROUNDING_HELP)
+    p.add_argument("--rounding", "-r", type=_rounding_arg, default="rne",
+                   help=ROUNDING_HELP + "; sr: stochastic, with a seeded random word per case")
+    p.add_argument("--saturate", action="store_true", help="verify the core's saturate=True")
+    p.add_argument("--sr-bits", type=int, default=32, metavar="R", help="--rounding sr: R, 1 to 32 (default 32)")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--exhaustive", action="store_true", help="every operand (pair)")
     scope.add_argument("--sample", type=int, default=1 << 20, metavar="N", help="N random cases (default 2^20)")
@@ -199,6 +273,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run_op(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from . import ops
+    from .flags import Flag
     fmt: Format = args.format
     if len(args.operands) != OP_ARITY[args.op]:
         parser.error(f"{args.op} takes {OP_ARITY[args.op]} operand(s), got {len(args.operands)}")
@@ -208,32 +283,48 @@ def _run_op(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     options = dict(rounding=args.rounding, nan=args.nan, ftz=args.ftz, daz=args.daz,
                    tininess=args.tininess, flags=True)
     compare = args.op in ("eq", "lt", "le")
+    stochastic = args.rounding == "sr"
+    if stochastic and (args.seed is None) == (args.random_bits is None):
+        parser.error("--rounding sr needs its randomness: exactly one of --seed N or --random-bits WORD")
+    if not stochastic and (args.seed is not None or args.random_bits is not None):
+        parser.error("--seed and --random-bits are for --rounding sr")
+    if compare and args.saturate:
+        parser.error("--saturate: a comparison rounds nothing")
+    if not compare:  # the rounding options (comparisons take none)
+        options["saturate"] = args.saturate
+        if stochastic:
+            options.update(sr_bits=args.sr_bits, seed=args.seed)
+            if args.random_bits is not None:
+                options.update(seed=None, random_bits=args.random_bits)
     try:
         if args.op == "convert":
             result, flags = ops.convert(operands[0], src=fmt, dst=args.to, **options)
-        elif compare:
-            result, flags = getattr(fmt, args.op)(*operands, **options)
         else:
             result, flags = getattr(fmt, args.op)(*operands, **options)
     except (TypeError, ValueError) as error:
         parser.error(str(error))
     out_fmt = args.to if args.op == "convert" else fmt
     names = "abc"
+    randomness = ""
+    if stochastic:
+        source = f"seed={args.seed}" if args.seed is not None else f"random-bits={args.random_bits:#010x}"
+        randomness = f" sr-bits={args.sr_bits} {source}"
     print(f"{fmt.name} {args.op}({', '.join(_hex(b, fmt) for b in operands)})"
           + (f" -> {out_fmt.name}" if args.op == "convert" else "")
-          + f"  rounding={args.rounding} nan={args.nan} tininess={args.tininess}"
-          + (" ftz" if args.ftz else "") + (" daz" if args.daz else ""))
+          + f"  rounding={args.rounding}{randomness} nan={args.nan} tininess={args.tininess}"
+          + (" ftz" if args.ftz else "") + (" daz" if args.daz else "") + (" saturate" if args.saturate else ""))
     for name, b in zip(names, operands):
         print(f"  {name}       {_hex(b, fmt)} = {_value_text(b, fmt)}")
     if compare:
         print(f"  result  {bool(result)}")
     else:
-        print(f"  result  {_hex(result, out_fmt)} = {_value_text(int(result), out_fmt)} "
-              f"({describe(int(result), out_fmt).kind})")
+        kind = describe(int(result), out_fmt).kind
+        if kind == "zero" and not out_fmt.has_nan and int(flags) & Flag.INVALID:
+            kind += f": the NaN stand-in, {out_fmt.name} has no NaN"
+        print(f"  result  {_hex(result, out_fmt)} = {_value_text(int(result), out_fmt)} ({kind})")
     exact = _exact_text(args.op, [describe(b, fmt).value for b in operands])
     if exact:
         print(f"  exact   {exact}")
-    from .flags import Flag
     set_flags = [f.name for f in sorted(Flag, key=lambda f: -f.value) if int(flags) & f.value]  # IEEE order
     print(f"  flags   {' '.join(set_flags) if set_flags else '(none)'}")
     return 0
@@ -269,7 +360,7 @@ def _run_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
                          sample=args.sample, workers=args.workers, checkpoint=args.checkpoint,
                          progress=progress, strict_nan=args.strict_nan, seed=args.seed,
                          source=args.source.name if args.source else None, fma_c=fma_c,
-                         method=args.reference)
+                         method=args.reference, saturate=args.saturate, sr_bits=args.sr_bits)
     except ValueError as error:
         parser.error(str(error))
     except KeyboardInterrupt:
@@ -284,7 +375,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "explain":
-        print(explain(_check_width(parser, args.bits, args.format), args.format))
+        bits = _check_width(parser, args.bits, args.format)
+        try:
+            text = explain(bits, args.format)
+        except ValueError as error:  # e.g. TF32 in FP32 layout with low bits set
+            parser.error(str(error))
+        print(text)
         return 0
     if args.command == "op":
         return _run_op(parser, args)

@@ -10,19 +10,24 @@ from fractions import Fraction
 
 import numpy as np
 
-from .formats import Format, as_bits, format as parse_format
+from .formats import FORMATS, Format, as_bits, format as parse_format
 
 __all__ = [
-    "NAN_DISTANCE", "NAN_MODES", "Description", "classify", "describe", "diff_report",
-    "exact_decimal", "mismatch_mask", "ordered_key", "to_hex", "ulp_distance",
+    "CLASSES", "NAN_DISTANCE", "NAN_MODES", "Description", "classes", "classify", "describe", "diff_report",
+    "exact_decimal", "fields", "max_key", "mismatch_mask", "ordered_key", "to_hex", "ulp_distance",
 ]
 
 #: ``ulp_distance`` returns this where either operand is a NaN (NaNs are not on the ordered line).
 NAN_DISTANCE = -1
 
 #: How NaNs compare: ``"any"`` every NaN equals every NaN; ``"class"`` NaNs are equal when both are
-#: quiet or both signaling (sign and payload ignored); ``"strict"`` bit for bit.
+#: quiet or both signaling (sign and payload ignored; outside the IEEE formats every NaN is of one
+#: class, so E4M3FN's 0x7f and 0xff are equal); ``"strict"`` bit for bit.
 NAN_MODES = ("any", "class", "strict")
+
+
+#: The float dtypes (numpy's and ml_dtypes') whose arrays are read as bit patterns.
+_ML_DTYPE_NAMES = {f.float_dtype_name for f in FORMATS.values() if f.float_dtype_name}
 
 
 def _fmt(fmt: Format | str) -> Format:
@@ -50,6 +55,10 @@ def to_hex(bits, fmt: Format | str | None = None) -> str:
     [[0x3c00, 0x7bff]]
     >>> sf.hex(0x7FC00000, sf.fp32), sf.hex(np.int16(-1)), sf.hex(5)
     ('0x7fc00000', '0xffff', '0x5')
+    >>> import ml_dtypes
+    >>> e4m3, e2m1 = np.array([448.0, -1.5], ml_dtypes.float8_e4m3fn), np.array([6.0], ml_dtypes.float4_e2m1fn)
+    >>> print(sf.hex(e4m3), sf.hex(e2m1, "e2m1"))
+    [0x7e, 0xbc] [0x7]
     """
     if fmt is not None:
         fmt = _fmt(fmt)
@@ -57,7 +66,7 @@ def to_hex(bits, fmt: Format | str | None = None) -> str:
     else:
         array = np.asarray(bits)
         fixed_width = isinstance(bits, (np.ndarray, np.generic))
-        if array.dtype.kind == "f" or array.dtype.name == "bfloat16":
+        if array.dtype.kind == "f" or array.dtype.name in _ML_DTYPE_NAMES:  # ml_dtypes' floats are kind "V"
             array = array.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[array.dtype.itemsize])
         if array.dtype.kind not in "iu":
             raise TypeError(f"bits: expected integer bit patterns, got dtype {array.dtype}")
@@ -76,29 +85,53 @@ def to_hex(bits, fmt: Format | str | None = None) -> str:
 
 
 def ordered_key(bits, fmt: Format | str) -> np.ndarray:
-    """Position of each bit pattern on the ordered line of values: +0 and -0 are both 0, the
-    smallest subnormals are +-1, +-inf are +-``fmt.inf``. NaNs get the key of their magnitude
-    (meaningless; mask them out).
+    """Position of each bit pattern on the ordered line of values: the count of representable
+    values between it and zero, negative below zero. +0 and -0 are both 0, the smallest subnormals
+    are +-1, max finite is +-``max_key(fmt)``, and an IEEE infinity one beyond it. Counting is by
+    value, not by storage: TF32 in FP32 layout (patterns 2^13 apart) counts 1 between neighbours;
+    E8M0, unsigned, has keys 0 (2^-127) to 254 (2^127). NaNs (0x80 in the FNUZ formats, whose
+    -0 pattern it is) get a meaningless key: mask them out.
 
     >>> import softfloat16 as sf
     >>> ordered_key([0x8001, 0x0000, 0x8000, 0x3C00], sf.fp16).tolist()
     [-1, 0, 0, 15360]
+    >>> ordered_key([0x3F800000, 0x3F802000, 0xBF800000], sf.tf32_fp32).tolist()
+    [130048, 130049, -130048]
+    >>> ordered_key([0x00, 0x7F, 0xFE], sf.e8m0).tolist()
+    [0, 127, 254]
     """
     fmt = _fmt(fmt)
     b = to_bits(bits, fmt, "bits")
-    magnitude = b & fmt.magnitude_mask
+    # The fields below the sign, read as one integer, count the values from zero up: this holds
+    # in every encoding (the special patterns, where there are any, sit above max finite).
+    magnitude = (b & fmt.magnitude_mask) >> fmt.storage_shift
     return np.where(b & fmt.sign_mask, -magnitude, magnitude)
+
+
+def max_key(fmt: Format | str) -> int:
+    """``ordered_key`` of the largest finite value (E4M3FN: 126, E4M3FNUZ: 127, FP4 E2M1: 7).
+
+    >>> import softfloat16 as sf
+    >>> max_key(sf.fp16), max_key(sf.fp8_e4m3fn), max_key(sf.tf32_fp32)
+    (31743, 126, 261119)
+    """
+    fmt = _fmt(fmt)
+    return fmt.max_finite >> fmt.storage_shift
 
 
 def ulp_distance(a, b, fmt: Format | str):
     """Number of representable values between ``a`` and ``b`` (bit patterns) on the ordered line.
 
-    Adjacent values are 1 apart, +0 and -0 are 0 apart, max finite and inf are 1 apart. Where
-    either operand is a NaN the result is ``NAN_DISTANCE`` (-1). Broadcasts; returns int64.
+    Adjacent values are 1 apart in every format (TF32 in FP32 layout included), +0 and -0 are 0
+    apart, max finite and inf 1 apart. Where either operand is a NaN (any NaN of the encoding:
+    0x7f/0xff in E4M3FN, 0x80 in the FNUZ formats, 0xff in E8M0) the result is ``NAN_DISTANCE``
+    (-1). Broadcasts; returns int64.
 
     >>> import softfloat16 as sf
     >>> ulp_distance(0x3C00, [0x3C01, 0x3BFF, 0xBC00, 0x7E00], sf.fp16).tolist()
     [1, 1, 30720, -1]
+    >>> ulp_distance(0x01, [0x81, 0x80], sf.fp8_e4m3fnuz).tolist()   # 0x80 is the NaN, not -0
+    [2, -1]
     """
     fmt = _fmt(fmt)
     a_bits, b_bits = to_bits(a, fmt, "a"), to_bits(b, fmt, "b")
@@ -107,20 +140,52 @@ def ulp_distance(a, b, fmt: Format | str):
     return distance[()] if distance.ndim == 0 else distance
 
 
+#: The classes ``classify`` names. ``qnan`` / ``snan`` are the two NaNs of the IEEE formats; the
+#: NaNs of the other encodings (E4M3FN's 0x7f/0xff, FNUZ's 0x80, E8M0's 0xff) are all quiet and
+#: carry no payload, and are called ``nan``. E8M0 has only ``normal`` values and ``nan``.
+CLASSES = ("zero", "subnormal", "normal", "inf", "qnan", "snan", "nan")
+
+
+def classes(fmt: Format | str) -> tuple[str, ...]:
+    """The classes the patterns of ``fmt`` fall into (a subset of ``CLASSES``).
+
+    >>> import softfloat16 as sf
+    >>> for f in (sf.fp16, sf.fp8_e4m3fn, sf.fp4_e2m1, sf.e8m0):
+    ...     print(f.name, " ".join(classes(f)))
+    fp16 zero subnormal normal inf qnan snan
+    fp8_e4m3fn zero subnormal normal nan
+    fp4_e2m1 zero subnormal normal
+    e8m0 normal nan
+    """
+    fmt = _fmt(fmt)
+    if fmt.encoding == "ieee":
+        return CLASSES[:6]
+    numbers = ("normal",) if fmt.encoding == "e8m0" else CLASSES[:3]
+    return numbers + (("nan",) if fmt.has_nan else ())
+
+
 def classify(bits: int, fmt: Format | str) -> str:
-    """Class of one bit pattern: zero, subnormal, normal, inf, qnan or snan.
+    """Class of one bit pattern: zero, subnormal, normal, inf, qnan, snan (IEEE formats), or nan
+    (a NaN of the other encodings, which has no quiet/signaling distinction). See ``CLASSES``.
 
     >>> import softfloat16 as sf
     >>> [classify(b, sf.fp16) for b in (0x8000, 0x0001, 0x3C00, 0xFC00, 0x7E00, 0x7C01)]
     ['zero', 'subnormal', 'normal', 'inf', 'qnan', 'snan']
+    >>> [classify(b, sf.fp8_e4m3fnuz) for b in (0x00, 0x80, 0x81, 0xFF)]
+    ['zero', 'nan', 'subnormal', 'normal']
+    >>> [classify(b, sf.e8m0) for b in (0x00, 0xFE, 0xFF)]
+    ['normal', 'normal', 'nan']
     """
     fmt = _fmt(fmt)
     bits = int(as_bits(bits, fmt, "bits"))  # one pattern: int() refuses an array of several
-    for kind, test in (("zero", fmt.is_zero), ("subnormal", fmt.is_subnormal), ("normal", fmt.is_normal),
-                       ("inf", fmt.is_inf), ("snan", fmt.is_signaling)):
+    if fmt.is_nan(bits):
+        if fmt.encoding != "ieee":
+            return "nan"
+        return "snan" if fmt.is_signaling(bits) else "qnan"
+    for kind, test in (("zero", fmt.is_zero), ("subnormal", fmt.is_subnormal), ("inf", fmt.is_inf)):
         if test(bits):
             return kind
-    return "qnan"
+    return "normal"
 
 
 def exact_decimal(value: Fraction) -> str:
@@ -157,10 +222,10 @@ class Description:
 
     format: Format
     bits: int
-    sign: int
+    sign: int              # 0 in E8M0, which has no sign bit
     exponent: int          # the biased exponent field
-    fraction: int          # the fraction field
-    kind: str              # zero, subnormal, normal, inf, qnan, snan
+    fraction: int          # the fraction field (TF32 in FP32 layout: its 10 bits, above the 13 zeros)
+    kind: str              # one of CLASSES
     value: Fraction | float
 
     @property
@@ -169,9 +234,19 @@ class Description:
 
     @property
     def fields(self) -> str:
-        """The three fields in binary, separated by spaces."""
+        """The fields in binary, separated by spaces: sign, exponent, fraction. E8M0 has only its
+        8 exponent bits; TF32 in FP32 layout shows its 19 bits (the 13 zero bits below are left out).
+
+        >>> import softfloat16 as sf
+        >>> describe(0xB8, sf.fp8_e4m3fn).fields, describe(0x7F, sf.e8m0).fields
+        ('1 0111 000', '01111111')
+        """
         fmt = self.format
-        return f"{self.sign} {self.exponent:0{fmt.exponent_bits}b} {self.fraction:0{fmt.fraction_bits}b}"
+        parts = [str(self.sign)] if fmt.signed else []
+        parts.append(f"{self.exponent:0{fmt.exponent_bits}b}")
+        if fmt.fraction_bits:
+            parts.append(f"{self.fraction:0{fmt.fraction_bits}b}")
+        return " ".join(parts)
 
     def __str__(self) -> str:
         if self.kind == "zero":
@@ -179,6 +254,20 @@ class Description:
         else:
             value = "nan" if self.kind.endswith("nan") else short_value(self.value)
         return f"{self.hex} = {value} [{self.fields}] {self.kind}"
+
+
+def fields(bits: int, fmt: Format | str) -> tuple[int, int, int]:
+    """(sign, biased exponent field, fraction field) of one pattern, as Python integers (sign 0 in
+    the unsigned E8M0; the fraction of TF32 in FP32 layout without its 13 zero bits).
+
+    >>> import softfloat16 as sf
+    >>> fields(0xBC01, sf.fp16), fields(0xFE, sf.e8m0), fields(0xBF802000, sf.tf32_fp32)
+    ((1, 15, 1), (0, 254, 0), (1, 127, 1))
+    """
+    fmt = _fmt(fmt)
+    bits = int(to_bits(bits, fmt, "bits")) >> fmt.storage_shift
+    f = fmt.fraction_bits
+    return (bits >> (fmt.exponent_bits + f)) & 1, (bits >> f) & ((1 << fmt.exponent_bits) - 1), bits & ((1 << f) - 1)
 
 
 def describe(bits: int, fmt: Format | str) -> Description:
@@ -190,10 +279,14 @@ def describe(bits: int, fmt: Format | str) -> Description:
     (Fraction(1025, 1024), 'normal')
     >>> print(d)
     0x3c01 = 1.0009765625 [0 01111 0000000001] normal
+    >>> print(describe(0xFF, sf.fp8_e4m3fn)); print(describe(0x80, sf.fp8_e5m2fnuz)); print(describe(0x00, sf.e8m0))
+    0xff = nan [1 1111 111] nan
+    0x80 = nan [1 00000 00] nan
+    0x00 = ~5.877471754111438e-39 [00000000] normal
     """
     fmt = _fmt(fmt)
     bits = int(to_bits(bits, fmt, "bits"))
-    sign, exponent, fraction = (int(x) for x in fmt.fields(bits))
+    sign, exponent, fraction = fields(bits, fmt)
     return Description(fmt, bits, sign, exponent, fraction, classify(bits, fmt), fmt.value(bits))
 
 

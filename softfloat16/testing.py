@@ -11,6 +11,10 @@ edge cases rounding code gets wrong, and assertion helpers with bit-level failur
 ...     assert_bits_equal(sf.fp16.add(a, b), sf.fp16.add(b, a), sf.fp16)
 >>> test_add_is_symmetric()
 
+Every strategy and helper takes any format of ``softfloat16`` (FP8, FP6, FP4, E8M0, TF32 in FP32
+layout included) and draws only that format's patterns; a kind the format lacks (``inf`` in
+E4M3FN, ``zero`` in E8M0) is a ValueError. docs/verification.md lists what each format offers.
+
 Optional pytest plugin: ``pytest -p softfloat16.testing`` (or ``pytest_plugins =
 ["softfloat16.testing"]`` in a conftest.py) adds the fixtures ``sf_format`` (fp16, bf16, fp32)
 and ``sf_rounding`` (every rounding mode). Importing this module never imports pytest; the
@@ -30,12 +34,14 @@ from .formats import Format, format as parse_format
 from .rounding import ROUNDING_NAMES
 
 __all__ = [
-    "KINDS", "MIDPOINT_OPS", "assert_bits_equal", "assert_within_ulp", "bits", "near_midpoint",
+    "KINDS", "MIDPOINT_OPS", "assert_bits_equal", "assert_within_ulp", "bits", "kinds_of", "near_midpoint",
     "near_overflow", "near_underflow", "testfloat_bits",
 ]
 
-#: The classes ``bits`` draws from by default (``"min_subnormal"`` and ``"min_normal"`` also work).
-KINDS = ("zero", "subnormal", "normal", "max_finite", "inf", "qnan", "snan")
+#: The classes ``bits`` can draw (``"min_subnormal"`` and ``"min_normal"`` also work). A format
+#: offers those it has (``kinds(fmt)``): ``inf``, ``qnan`` and ``snan`` only the IEEE formats; ``nan``
+#: every format with a NaN (in IEEE formats: quiet or signaling); E8M0 no zero and no subnormals.
+KINDS = ("zero", "subnormal", "normal", "max_finite", "inf", "qnan", "snan", "nan")
 _ALL_KINDS = KINDS + ("min_subnormal", "min_normal")
 #: Operations ``near_midpoint`` constructs operands for.
 MIDPOINT_OPS = ("add", "sub", "mul", "div", "sqrt")
@@ -45,44 +51,128 @@ def _format(fmt: Format | str) -> Format:
     return parse_format(fmt)
 
 
+def _missing(fmt: Format, kind: str) -> str | None:
+    """Why ``fmt`` has no pattern of ``kind`` (None if it has)."""
+    what = f"{fmt.name} ({fmt.encoding} encoding)"
+    if kind == "inf" and not fmt.has_inf:
+        return f"{what} has no infinity"
+    if kind in ("qnan", "snan", "nan") and not fmt.has_nan:
+        return f"{what} has no NaN"
+    if kind in ("qnan", "snan") and fmt.encoding != "ieee":
+        return f"{what} has no quiet/signaling NaNs, only kind 'nan'"
+    if kind == "snan" and fmt.fraction_bits < 2:
+        return f"{fmt.name} has no signaling NaN"
+    if kind in ("zero", "subnormal", "min_subnormal") and fmt.encoding == "e8m0":
+        return f"{what} has no zero and no subnormals (0x00 is its smallest value 2^-127, kind 'min_normal')"
+    return None
+
+
+def kinds_of(fmt: Format | str, sign: int | None = None) -> tuple[str, ...]:
+    """The kinds of ``KINDS`` that ``fmt`` has (with sign ``sign``, if given): ``bits``' default.
+
+    >>> import softfloat16 as sf
+    >>> cases = (sf.fp16, None), (sf.fp8_e4m3fnuz, None), (sf.fp8_e4m3fnuz, 1), (sf.fp4_e2m1, None), (sf.e8m0, 0)
+    >>> for f, sign in cases:
+    ...     print(f.name, sign, " ".join(kinds_of(f, sign)))
+    fp16 None zero subnormal normal max_finite inf qnan snan
+    fp8_e4m3fnuz None zero subnormal normal max_finite nan
+    fp8_e4m3fnuz 1 subnormal normal max_finite nan
+    fp4_e2m1 None zero subnormal normal max_finite
+    e8m0 0 normal max_finite nan
+    """
+    fmt = _format(fmt)
+    found = tuple(k for k in KINDS if _missing(fmt, k) is None and _sign_problem(fmt, k, sign) is None)
+    return tuple(k for k in found if k != "nan" or "qnan" not in found)  # qnan + snan are the IEEE NaNs
+
+
+def _sign_problem(fmt: Format, kind: str, sign: int | None) -> str | None:
+    """Why a pattern of ``kind`` cannot have sign ``sign`` in ``fmt`` (None if it can)."""
+    if sign is None:
+        return None
+    if sign not in (0, 1):
+        return f"sign: expected 0, 1 or None, got {sign!r}"
+    if sign and not fmt.signed:
+        return f"sign: {fmt.name} is unsigned: it has no negative patterns"
+    if sign and kind == "zero" and not fmt.has_negative_zero:
+        return f"sign: {fmt.name} has no -0 (0x{fmt.sign_mask:x}, the pattern of -0, is its NaN)"
+    return None
+
+
 def _signed(fmt: Format, magnitude: st.SearchStrategy, sign: int | None) -> st.SearchStrategy:
+    """Magnitude patterns with a sign bit drawn (or ``sign``); unsigned E8M0 keeps them as they are."""
+    if not fmt.signed:
+        return magnitude
     signs = st.sampled_from((0, 1)) if sign is None else st.just(int(sign))
     return st.builds(lambda m, s: m | (fmt.sign_mask if s else 0), magnitude, signs)
 
 
-def bits(fmt: Format | str, kinds: tuple[str, ...] = KINDS, sign: int | None = None) -> st.SearchStrategy[int]:
-    """Bit patterns of ``fmt`` drawn from each class in ``kinds``, of either sign (or ``sign``).
+def _units(fmt: Format, low: int, high: int) -> st.SearchStrategy[int]:
+    """Patterns ``low..high`` counted in steps of the format's lowest bit (2^13 for TF32 in FP32
+    layout: patterns whose low 13 bits are not zero are not TF32 values)."""
+    shift = fmt.storage_shift
+    return st.integers(low >> shift, high >> shift).map(lambda k: k << shift)
+
+
+def bits(fmt: Format | str, kinds: tuple[str, ...] | None = None, sign: int | None = None) -> st.SearchStrategy[int]:
+    """Bit patterns of ``fmt`` drawn from each class in ``kinds`` (default: every kind the format
+    has, ``kinds_of(fmt, sign)``), of either sign (or ``sign``). A kind the format
+    lacks (``inf`` in E4M3FN, ``zero`` in E8M0, ``-0`` in the FNUZ formats) is a ValueError. The
+    one NaN of the FNUZ formats (0x80) and of E8M0 (0xff) is drawn as it is, whatever ``sign``.
 
     >>> import softfloat16 as sf
     >>> from hypothesis import find
     >>> from softfloat16.compare import classify
     >>> classify(find(bits(sf.fp16, kinds=("snan",)), lambda b: True), sf.fp16)
     'snan'
+    >>> [hex(find(bits(f, kinds=("nan",), sign=0), lambda b: True)) for f in (sf.fp8_e4m3fn, sf.fp8_e4m3fnuz)]
+    ['0x7f', '0x80']
+    >>> bits(sf.fp8_e4m3fn, kinds=("inf",))
+    Traceback (most recent call last):
+    ValueError: kinds: fp8_e4m3fn (fn encoding) has no infinity
     """
     fmt = _format(fmt)
+    kinds = kinds_of(fmt, sign) if kinds is None else tuple(kinds)
     unknown = set(kinds) - set(_ALL_KINDS)
     if not kinds or unknown:
         raise ValueError(f"kinds: unknown {sorted(unknown) or 'empty'}; accepted: {', '.join(_ALL_KINDS)}")
-    quiet = fmt.quiet_bit
-    by_kind = {
+    for k in kinds:
+        problem = _missing(fmt, k)
+        if problem:
+            raise ValueError(f"kinds: {problem}")
+        problem = _sign_problem(fmt, k, sign)
+        if problem:
+            raise ValueError(problem)
+    unit, quiet = 1 << fmt.storage_shift, fmt.quiet_bit
+    ieee_nan = fmt.exponent_mask  # the NaNs of an IEEE format: this exponent, a nonzero fraction
+    magnitudes = {
         "zero": st.just(0),
-        "subnormal": st.integers(1, fmt.min_normal - 1),
-        "normal": st.integers(fmt.min_normal, fmt.max_finite - 1),  # max finite is its own kind
+        "subnormal": _units(fmt, unit, fmt.min_normal - unit),
+        "normal": _units(fmt, fmt.min_normal, fmt.max_finite - unit),  # max finite is its own kind
         "max_finite": st.just(fmt.max_finite),
-        "inf": st.just(fmt.inf),
-        "qnan": st.integers(fmt.inf | quiet, fmt.inf | (2 * quiet - 1)),
-        "snan": st.integers(fmt.inf + 1, fmt.inf | (quiet - 1)),
-        "min_subnormal": st.just(1),
+        "min_subnormal": st.just(unit),
         "min_normal": st.just(fmt.min_normal),
+        "nan": st.just(fmt.default_nan),  # E4M3FN: S.1111.111, the sign drawn below
     }
-    if fmt.fraction_bits < 2 and "snan" in kinds:
-        raise ValueError(f"kinds: {fmt.name} has no signaling NaN")
-    return _signed(fmt, st.one_of([by_kind[k] for k in kinds]), sign)
+    if fmt.encoding == "ieee":
+        magnitudes.update({
+            "inf": st.just(fmt.inf),
+            "qnan": _units(fmt, ieee_nan | quiet, ieee_nan | (2 * quiet - unit)),
+            "snan": _units(fmt, ieee_nan + unit, ieee_nan | (quiet - unit)),
+        })
+        magnitudes["nan"] = st.one_of(magnitudes["qnan"], magnitudes["snan"])
+    strategies = []
+    for k in kinds:
+        # The FNUZ formats' only zero is +0 (0x80 is the NaN); their NaN and E8M0's are one pattern.
+        as_is = (k == "zero" and not fmt.has_negative_zero) or (k == "nan" and fmt.encoding in ("fnuz", "e8m0"))
+        strategies.append(magnitudes[k] if as_is else _signed(fmt, magnitudes[k], sign))
+    return st.one_of(strategies)
 
 
 def testfloat_bits(fmt: Format | str) -> st.SearchStrategy[int]:
     """TestFloat-style patterns: extreme and near-bias exponent fields combined with significands
     made of runs of ones and zeros (leading run, trailing run, single bits, their complements).
+    Every pattern is one of the format's (its NaNs included: 0x80 in the FNUZ formats); E8M0 has
+    only the exponent field.
 
     >>> import softfloat16 as sf
     >>> from hypothesis import find
@@ -92,8 +182,11 @@ def testfloat_bits(fmt: Format | str) -> st.SearchStrategy[int]:
     fmt = _format(fmt)
     f, top = fmt.fraction_bits, (1 << fmt.exponent_bits) - 1
     ones = (1 << f) - 1
-    special_exponents = sorted({0, 1, 2, fmt.bias - 1, fmt.bias, fmt.bias + 1, top - 2, top - 1, top})
+    near = {0, 1, 2, fmt.bias - 1, fmt.bias, fmt.bias + 1, top - 2, top - 1, top}
+    special_exponents = sorted(near & set(range(top + 1)))  # FP4 E2M1 has exponents 0..3 only
     exponent = st.one_of(st.sampled_from(special_exponents), st.integers(0, top))
+    if f == 0:  # E8M0: no significand to vary
+        return exponent
     run = st.integers(0, f)
     significand = st.one_of(
         st.sampled_from((0, ones)),
@@ -104,7 +197,8 @@ def testfloat_bits(fmt: Format | str) -> st.SearchStrategy[int]:
         st.tuples(run, run).map(lambda ij: (((1 << ij[0]) - 1) << (f - ij[0])) | ((1 << ij[1]) - 1)),
         st.integers(0, ones),
     )
-    return _signed(fmt, st.builds(lambda e, s: (e << f) | s, exponent, significand), None)
+    pattern = st.builds(lambda e, s: ((e << f) | s) << fmt.storage_shift, exponent, significand)
+    return _signed(fmt, pattern, None)
 
 
 testfloat_bits.__test__ = False  # not a test, though pytest would collect it by its name
@@ -113,12 +207,30 @@ testfloat_bits.__test__ = False  # not a test, though pytest would collect it by
 # --- exact construction helpers ---------------------------------------------------------------
 
 def _exact_bits(fmt: Format, integer: int, exponent: int, negative: bool = False) -> int:
-    """Bits of (-1)^negative * integer * 2^exponent, which must be representable."""
+    """Bits of (-1)^negative * integer * 2^exponent, which must be representable. A value above
+    max finite is rejected (``assume``): in E4M3FN the top binade ends one step early, at 448."""
     value = Fraction(integer) * Fraction(2) ** exponent
+    assume(value <= _max_value(fmt))
     bits, _ = round_fraction(value, fmt, "rtz", negative_zero=negative)
     if describe(bits, fmt).value != value:
         raise AssertionError(f"internal: {value} is not representable in {fmt.name}")
-    return bits | (fmt.sign_mask if negative else 0)
+    return _negate(fmt, bits) if negative else bits
+
+
+def _max_value(fmt: Format) -> Fraction:
+    return describe(fmt.max_finite, fmt).value
+
+
+def _negate(fmt: Format, bits: int) -> int:
+    """The pattern of -value (a zero stays +0 in the FNUZ formats, where 0x80 is the NaN)."""
+    if bits == 0 and not fmt.has_negative_zero:
+        return 0
+    return bits ^ fmt.sign_mask
+
+
+def _check_arithmetic(fmt: Format) -> None:
+    if fmt.encoding == "e8m0":
+        raise ValueError(f"fmt: {fmt.name} is a scale format without arithmetic: it has no operands to construct")
 
 
 def _odd(draw, low: int, high: int) -> int:
@@ -175,12 +287,13 @@ def _add_pair(draw, fmt: Format, where: str, op: str):
     else:            # lower neighbour A - k - 1 stays in the binade
         assume((1 << (p - 1)) + k + 1 <= (1 << p) - 1)
         A = draw(st.integers((1 << (p - 1)) + k + 1, (1 << p) - 1))
+    assume(fmt.emin + j <= fmt.emax)  # in a format of few exponents (FP6 E2M3) not every q fits
     e = draw(st.integers(fmt.emin + j, fmt.emax))
     negative = draw(st.booleans())
     a = _exact_bits(fmt, A, e - p + 1, negative)
     b = _exact_bits(fmt, q * (1 << (j - 1)) + nudge, e - p + 1 - j, negative != (not b_positive))
     if op == "sub":
-        b ^= fmt.sign_mask
+        b = _negate(fmt, b)
     return (a, b) if draw(st.booleans()) or op == "sub" else (b, a)
 
 
@@ -203,7 +316,7 @@ def _mul_pair(draw, fmt: Format, where: str):
         # p-bit odd A, B whose product's g bits below the result's last place read 10...01 or
         # 01...11: B = pattern * A^-1 (mod 2^g)
         a_odd = _odd(draw, (1 << (p - 1)) + 1, (1 << p) - 1)
-        g = draw(st.sampled_from((p, p - 1)))
+        g = draw(st.sampled_from([g for g in (p, p - 1) if g >= 2]))  # one bit has no 10...01 (FP4: p = 2)
         pattern = (1 << (g - 1)) + draw(st.sampled_from((-1, 1)))
         b_odd = pattern * _inverse_mod_pow2(a_odd, g) % (1 << g)
         if g == p - 1:
@@ -283,6 +396,7 @@ def near_midpoint(fmt: Format | str, op: str, where: tuple[str, ...] = ("on", "n
     True
     """
     fmt = _format(fmt)
+    _check_arithmetic(fmt)
     if op not in MIDPOINT_OPS:
         raise ValueError(f"op: unknown op {op!r}; accepted: {', '.join(MIDPOINT_OPS)}")
     where = tuple(where)
@@ -306,6 +420,9 @@ def near_midpoint(fmt: Format | str, op: str, where: tuple[str, ...] = ("on", "n
 # --- near overflow / underflow -------------------------------------------------------------------
 
 def _nearest(fmt: Format, value: Fraction) -> int:
+    """The nearest value's bits; a value beyond max finite is rejected (where there is no inf, the
+    overflow value is a NaN or, saturating, max finite: neither is near the value)."""
+    assume(abs(value) <= _max_value(fmt))
     return round_fraction(value, fmt, "rne")[0]
 
 
@@ -328,16 +445,16 @@ def _pair_near(draw, fmt: Format, op: str, targets: list[Fraction]):
     if op in ("add", "sub"):
         # a: a representable value just below the target; b: the (small, exact) rest
         ulp = Fraction(2) ** (max(_binary_exponent(target), fmt.emin) - p + 1)
-        a_value = min(target, describe(fmt.max_finite, fmt).value) - draw(st.integers(0, 8)) * ulp
+        a_value = min(target, _max_value(fmt)) - draw(st.integers(0, 8)) * ulp
         assume(a_value > 0)
         a = _nearest(fmt, a_value)
         rest = target - describe(a, fmt).value
         b = _nearest(fmt, rest)
         assume(describe(b, fmt).value == rest)
         if op == "sub":
-            b ^= fmt.sign_mask
+            b = _negate(fmt, b)
         if negative[0]:
-            a, b = a ^ fmt.sign_mask, b ^ fmt.sign_mask
+            a, b = _negate(fmt, a), _negate(fmt, b)
         return a, b
     # a free normal operand f, and the other operand rounded to make f*g or g/f near the target
     t = _binary_exponent(target)
@@ -349,8 +466,8 @@ def _pair_near(draw, fmt: Format, op: str, targets: list[Fraction]):
     f_value = describe(f, fmt).value
     g = _nearest(fmt, target / f_value if op == "mul" else target * f_value)
     assume(_finite_normal(fmt, g))
-    f |= fmt.sign_mask if negative[0] else 0
-    g |= fmt.sign_mask if negative[1] else 0
+    f = _negate(fmt, f) if negative[0] else f
+    g = _negate(fmt, g) if negative[1] else g
     return (f, g) if op == "mul" else (g, f)
 
 
@@ -362,26 +479,30 @@ def _check_pair_op(op: str | None) -> None:
 def near_overflow(fmt: Format | str, op: str | None = None) -> st.SearchStrategy:
     """Without ``op``: bit patterns within 16 ulps of +-max finite. With ``op`` (add, sub, mul,
     div): operand pairs whose exact result is within about an ulp of the overflow threshold
-    max finite + half an ulp (where RNE starts returning inf).
+    max finite + half an ulp (where RNE starts returning inf, or the format's overflow value:
+    in E4M3FN, whose next value up would be 480, 448 + 16 is a tie that rounds to 448).
 
     >>> import softfloat16 as sf
     >>> from hypothesis import find
-    >>> hex(find(near_overflow(sf.fp16), lambda b: True))
-    '0x7bff'
+    >>> hex(find(near_overflow(sf.fp16), lambda b: True)), hex(find(near_overflow(sf.e8m0), lambda b: True))
+    ('0x7bff', '0xfe')
     """
     fmt = _format(fmt)
     _check_pair_op(op)
+    unit = 1 << fmt.storage_shift
     if op is None:
-        span = min(16, fmt.max_finite - fmt.min_normal)
-        return _signed(fmt, st.integers(0, span - 1).map(lambda k: fmt.max_finite - k), None)
-    max_value = describe(fmt.max_finite, fmt).value
+        span = min(16, (fmt.max_finite - fmt.min_normal) // unit)
+        return _signed(fmt, st.integers(0, span - 1).map(lambda k: fmt.max_finite - k * unit), None)
+    _check_arithmetic(fmt)
+    max_value = _max_value(fmt)
     ulp = Fraction(2) ** (fmt.emax - fmt.precision + 1)
-    targets = [max_value + ulp * Fraction(m, 4) for m in range(-2, 5)]  # max ... threshold ... 2^(emax+1)
+    targets = [max_value + ulp * Fraction(m, 4) for m in range(-2, 5)]  # max ... threshold ... one more step
     return _pair_near(fmt, op, targets)
 
 
 def near_underflow(fmt: Format | str, op: str | None = None) -> st.SearchStrategy:
-    """Without ``op``: bit patterns within 16 steps of +-min normal or of +-min subnormal. With
+    """Without ``op``: bit patterns within 16 steps of +-min normal or of +-min subnormal (never
+    0x80 in the FNUZ formats: that is the NaN, not -0; E8M0: its 16 smallest values). With
     ``op``: pairs whose exact result is near min normal (where tininess before and after
     rounding disagree), or near half the smallest subnormal (where results round to zero).
 
@@ -392,10 +513,15 @@ def near_underflow(fmt: Format | str, op: str | None = None) -> st.SearchStrateg
     """
     fmt = _format(fmt)
     _check_pair_op(op)
+    unit = 1 << fmt.storage_shift
     if op is None:
-        span = min(16, fmt.min_normal)
-        around_normal = st.integers(-span, span - 1).map(lambda k: fmt.min_normal + k)
-        return _signed(fmt, st.one_of(around_normal, st.integers(0, span)), None)
+        if fmt.encoding == "e8m0":
+            return st.integers(0, 15)
+        span = min(16, fmt.min_normal // unit)
+        around_normal = st.integers(-span, span - 1).map(lambda k: fmt.min_normal + k * unit)
+        patterns = _signed(fmt, st.one_of(around_normal, st.integers(0, span).map(lambda k: k * unit)), None)
+        return patterns.map(lambda b: 0 if b == fmt.sign_mask and not fmt.has_negative_zero else b)
+    _check_arithmetic(fmt)
     min_normal = Fraction(2) ** fmt.emin
     tiny = Fraction(2) ** (fmt.emin - fmt.precision + 1)
     targets = [min_normal * (1 - Fraction(1, 1 << fmt.precision)), min_normal - tiny / 2, min_normal,

@@ -34,15 +34,16 @@ __all__ = ["CHUNK", "DEFAULT_FMA_C", "Job", "Summary", "check_chunk", "format_su
 CHUNK = 1 << 22            # cases per chunk: the unit of sharding and of checkpointing
 BLOCK = 1 << 18            # cases per core/reference call inside a chunk (cache-sized)
 MAX_EXAMPLES = 10          # mismatches kept per chunk and in the summary
-FORMATS = ("fp16", "bf16")
+FORMATS = reference.ARITHMETIC_FORMATS
 
 
 def _default_fma_c(fmt: Format) -> tuple[int, ...]:
     """c values for exhaustive fma over (a, b): zeros, the tiniest subnormal, one, max finite, min
-    normal (the order is part of a checkpoint's job: keep it)."""
+    normal (the order is part of a checkpoint's job: keep it). The FNUZ formats have no -0 (their
+    0x80 is the NaN)."""
     minus = fmt.sign_mask
-    return (0, minus, fmt.min_subnormal, fmt.one, minus | fmt.one, fmt.max_finite, fmt.min_normal,
-            minus | fmt.min_normal)
+    c = (0, minus, fmt.min_subnormal, fmt.one, minus | fmt.one, fmt.max_finite, fmt.min_normal, minus | fmt.min_normal)
+    return c if fmt.has_negative_zero else tuple(x for x in c if x != minus)
 
 
 DEFAULT_FMA_C = {name: _default_fma_c(parse_format(name)) for name in FORMATS}
@@ -62,27 +63,38 @@ class Job:
     fma_c: tuple[int, ...] = ()        # exhaustive fma only: the c values
     strict_nan: bool = False
     method: str = "auto"               # reference method: auto | hardware | exact
+    saturate: bool = False             # the core's saturate=: overflow gives max finite
+    sr_bits: int = 32                  # rounding="sr": R, the random integer's bits
 
     def __post_init__(self) -> None:
         fmt = parse_format(self.format)
         object.__setattr__(self, "format", fmt.name)
         if self.op not in reference.OPS:
             raise ValueError(f"op: unknown op {self.op!r}; accepted: {', '.join(reference.OPS)}")
-        if self.rounding not in reference.MODES:
-            raise ValueError(f"rounding: unknown mode {self.rounding!r}; accepted: {', '.join(reference.MODES)}")
+        if self.rounding not in reference.MODES + ("sr",):
+            raise ValueError(f"rounding: unknown mode {self.rounding!r}; accepted: {', '.join(reference.MODES)}, sr")
+        if isinstance(self.sr_bits, bool) or not isinstance(self.sr_bits, int) or not 1 <= self.sr_bits <= 32:
+            raise ValueError(f"sr_bits: expected an integer from 1 to 32, got {self.sr_bits!r}")
+        if self.rounding == "sr" and self.method == "hardware":
+            raise ValueError("method: stochastic rounding has no hardware reference (exact rationals round it)")
         if self.method not in ("auto", "hardware", "exact"):
             raise ValueError(f"method: unknown reference method {self.method!r}; accepted: auto, hardware, exact")
+        if not isinstance(self.saturate, bool):
+            raise TypeError(f"saturate: expected True or False, got {self.saturate!r}")
         if self.op == "convert":
-            source = parse_format(self.source or ("fp32" if fmt.name in FORMATS else "fp16")).name
+            source = parse_format(self.source or ("fp32" if fmt.name != "fp32" else "fp16")).name
             object.__setattr__(self, "source", source)
-            if source == fmt.name or {source, fmt.name} - {"fp16", "bf16", "fp32"}:
-                raise ValueError(f"convert: supported between fp16, bf16 and fp32, not {source} -> {fmt.name}")
-            if fmt.name == "fp32" and source == "fp32":
-                raise ValueError("convert: source and destination are the same")
+            if source == fmt.name or {source, fmt.name} - set(reference.CONVERT_FORMATS):
+                raise ValueError(f"convert: supported between {', '.join(reference.CONVERT_FORMATS)}, "
+                                 f"not {source} -> {fmt.name}")
         else:
             if fmt.name not in FORMATS:
                 raise ValueError(f"format: {self.op} is verified for {', '.join(FORMATS)}, not {fmt.name}")
             object.__setattr__(self, "source", None)
+        if self.saturate and self.op == "convert" and fmt.name == "fp32":
+            raise ValueError("saturate: a conversion into fp32 never overflows")
+        if self.rounding != "sr":  # "hardware" where there is no hardware path: refused here, not in a worker
+            reference.method_for(fmt, self.op, self.rounding, self.source, self.method, self.saturate)
         if self.op == "fma" and self.exhaustive:
             c = tuple(int(x) for x in (self.fma_c or DEFAULT_FMA_C[fmt.name]))
             object.__setattr__(self, "fma_c", c)
@@ -114,8 +126,18 @@ class Job:
     def title(self) -> str:
         what = f"{self.source}->{self.format}" if self.op == "convert" else self.format
         scope = "exhaustive" if self.exhaustive else f"sample of {self.sample}, seed {self.seed}"
-        extra = f", c in {{{', '.join(f'{c:#06x}' for c in self.fma_c)}}}" if self.fma_c else ""
-        return f"{self.op} {what} {self.rounding} ({scope}{extra})"
+        extra = f", c in {{{', '.join(to_hex(c, self.format) for c in self.fma_c)}}}" if self.fma_c else ""
+        mode = f"sr ({self.sr_bits}-bit random integers)" if self.rounding == "sr" else self.rounding
+        return f"{self.op} {what} {mode}{' saturate' if self.saturate else ''} ({scope}{extra})"
+
+    @property
+    def reference_method(self) -> str:
+        """The reference's method for this job: "hardware", "exact" or, for stochastic rounding,
+        "fractions" (``softfloat16.exact`` on every case with a nonzero finite result)."""
+        if self.rounding == "sr":
+            return "fractions"
+        return reference.method_for(parse_format(self.format), self.op, self.rounding, self.source,
+                                    self.method, self.saturate)
 
 
 @dataclass
@@ -171,12 +193,24 @@ def _operands(job: Job, chunk: int, start: int, count: int) -> list[np.ndarray]:
     return ops + [c] if job.op == "fma" else ops
 
 
-def _core(job: Job, operands: list[np.ndarray]) -> np.ndarray:
+def _random_words(job: Job, chunk: int, start: int, count: int) -> np.ndarray | None:
+    """Stochastic rounding's random word of cases [start, start + count): seeded by the job's seed
+    and the case range, so a chunk's words do not depend on the workers (None for other modes)."""
+    if job.rounding != "sr":
+        return None
+    rng = np.random.default_rng([job.seed, chunk, start, 0x5352])  # "SR": apart from the operands' stream
+    return rng.integers(0, 1 << 32, count, dtype=np.uint64).astype(np.uint32)
+
+
+def _core(job: Job, operands: list[np.ndarray], words: np.ndarray | None = None) -> np.ndarray:
     """The core's results, through its public API only."""
     fmt = parse_format(job.format)
+    options = dict(rounding=job.rounding, saturate=job.saturate)
+    if words is not None:
+        options.update(random_bits=words, sr_bits=job.sr_bits)
     if job.op == "convert":
-        return core_convert(operands[0], src=job.source, dst=fmt, rounding=job.rounding)
-    return getattr(fmt, job.op)(*operands, rounding=job.rounding)
+        return core_convert(operands[0], src=job.source, dst=fmt, **options)
+    return getattr(fmt, job.op)(*operands, **options)
 
 
 def check_chunk(job: Job, chunk: int) -> ChunkResult:
@@ -187,25 +221,26 @@ def check_chunk(job: Job, chunk: int) -> ChunkResult:
     first, end = chunk * CHUNK, min((chunk + 1) * CHUNK, job.cases)
     result = ChunkResult(chunk, end - first, 0, 0, 0.0)
     for start in range(first, end, BLOCK):
-        operands = _operands(job, chunk, start, min(BLOCK, end - start))
-        actual = np.asarray(_core(job, operands)).astype(fmt.dtype)
-        expected, settled = reference.reference(fmt, job.op, job.rounding, operands,
-                                                src=job.source, method=job.method)
+        count = min(BLOCK, end - start)
+        operands = _operands(job, chunk, start, count)
+        words = _random_words(job, chunk, start, count)
+        actual = np.asarray(_core(job, operands, words)).astype(fmt.dtype)
+        if words is not None:
+            expected, settled = reference.stochastic_round(fmt, job.op, operands, words, job.sr_bits, src=job.source,
+                                                           saturate=job.saturate, strict_nan=job.strict_nan)
+        else:
+            expected, settled = reference.reference(fmt, job.op, job.rounding, operands, src=job.source,
+                                                    method=job.method, saturate=job.saturate,
+                                                    strict_nan=job.strict_nan)
         result.settled += settled
-        differ = actual != expected
-        if job.strict_nan:
-            differ |= fmt.is_nan(expected)
-        suspects = np.flatnonzero(differ)
+        suspects = np.flatnonzero(actual != expected)
         if suspects.size == 0:
             continue
         a, e = actual[suspects], expected[suspects]
-        e_nan = fmt.is_nan(e)
         if job.strict_nan:
-            strict = reference.ieee_nan_bits(fmt, [x[suspects] for x in operands], job.source)
-            e = np.where(e_nan, strict, e)
-            ok = a == e
+            ok = np.zeros(suspects.size, dtype=bool)
         else:
-            ok = e_nan & fmt.is_nan(a) & ~fmt.is_signaling(a)
+            ok = fmt.is_nan(e) & fmt.is_nan(a) & ~fmt.is_signaling(a)
         bad = suspects[~ok]
         result.mismatches += int(bad.size)
         for i in bad[: MAX_EXAMPLES - len(result.examples)]:
@@ -229,6 +264,10 @@ def _run_chunk(args: tuple[Job, int]) -> ChunkResult:
 def _job_key(job: Job) -> dict:
     d = asdict(job)
     d["fma_c"] = list(d["fma_c"])
+    if not d["saturate"]:
+        del d["saturate"]  # the key of checkpoints written before these options existed
+    if d["rounding"] != "sr":
+        del d["sr_bits"]
     return d
 
 
@@ -301,19 +340,26 @@ class Progress:
 def verify(format: str, op: str, rounding: str = "rne", *, exhaustive: bool = False,  # noqa: A002
            sample: int = 1 << 20, workers: int | None = None, checkpoint: str | None = None,
            progress: bool = False, strict_nan: bool = False, seed: int = 0,
-           source: str | None = None, fma_c: tuple[int, ...] = (), method: str = "auto") -> Summary:
-    """Check the core's ``op`` in ``format`` and ``rounding`` against the reference.
+           source: str | None = None, fma_c: tuple[int, ...] = (), method: str = "auto",
+           saturate: bool = False, sr_bits: int = 32) -> Summary:
+    """Check the core's ``op`` in ``format`` and ``rounding`` (and ``saturate``) against the reference.
 
     ``exhaustive``: every operand (pair) of the format; else ``sample`` seeded random cases.
+    ``rounding="sr"``: each case gets a seeded random 32-bit word (its top ``sr_bits`` bits are
+    r), passed to the core as ``random_bits=`` and to the reference, which rounds with exact
+    rationals (about 10 us a case: exhaustive for formats of 8 bits, samples for the others).
     ``workers``: processes (default: the CPU count); ``checkpoint``: JSON file of finished chunks,
     read to resume and rewritten as chunks finish. Returns a ``Summary``.
 
     >>> s = verify("bf16", "mul", "rup", sample=3000, workers=1)
     >>> (s.cases, s.mismatches, s.complete)
     (3000, 0, True)
+    >>> s = verify("fp8_e4m3fn", "add", "rtz", exhaustive=True, workers=1, saturate=True)
+    >>> (s.cases, s.mismatches)
+    (65536, 0)
     """
     job = Job(format, op, rounding, exhaustive=exhaustive, sample=sample, seed=seed, source=source,
-              fma_c=tuple(fma_c), strict_nan=strict_nan, method=method)
+              fma_c=tuple(fma_c), strict_nan=strict_nan, method=method, saturate=saturate, sr_bits=sr_bits)
     state = _load_checkpoint(checkpoint, job)
     done = {int(k): v for k, v in state["chunks"].items()}
     resumed = len(done)
@@ -372,12 +418,7 @@ def format_summary(s: Summary) -> str:
     lines = [f"verify {job.title()}: {s.cases} cases, {s.mismatches} mismatches"]
     if not s.complete:
         lines.append(f"  INCOMPLETE: {s.chunks_done}/{job.chunks} chunks of {job.cases} cases")
-    method = job.method
-    if method == "auto":
-        hardware = (job.op == "convert" and parse_format(job.format).width > job.input_format.width) or \
-            (job.rounding == "rne" and job.op != "fma")
-        method = "hardware" if hardware else "exact"
-    lines.append(f"  reference: {method}; settled by Fraction: {s.settled}; NaNs compared "
+    lines.append(f"  reference: {job.reference_method}; settled by Fraction: {s.settled}; NaNs compared "
                  f"{'bit for bit (ieee profile)' if job.strict_nan else 'by class'}")
     lines.append(f"  wall time: {s.wall_seconds:.1f} s this run ({s.workers} worker{'s' * (s.workers != 1)}), "
                  f"{s.total_seconds:.1f} s in total; chunks resumed from a checkpoint: {s.chunks_resumed}")

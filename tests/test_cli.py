@@ -1,8 +1,10 @@
 """python -m softfloat16: explain, op, verify, and usage errors (exit status 2, no traceback)."""
 import os
+import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import softfloat16 as sf
@@ -104,7 +106,7 @@ def test_op_comparison(capsys):
     (["op", "convert", "fp16", "0x3c00"], "needs --to"),
     (["op", "add", "fp16", "0x3c00", "0x1", "--nan", "vax"], "invalid choice"),
     (["verify", "--format", "fp16", "--op", "pow"], "invalid choice"),
-    (["verify", "--format", "fp32", "--op", "add"], "verified for fp16, bf16"),
+    (["verify", "--format", "fp32", "--op", "add"], "verified for fp16, bf16, fp8_e5m2"),
     (["verify", "--format", "fp16", "--op", "add", "--exhaustive", "--sample", "5"], "not allowed"),
     (["verify", "--format", "fp16", "--op", "fma", "--fma-c", "0x3c00,xyz", "--sample", "10"], "--fma-c"),
     ([], "required"),
@@ -200,3 +202,129 @@ def test_a_closed_pipe_ends_every_command_quietly(argv):
         os.close(write_end)
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
     assert done.returncode in (0, 141)
+
+
+# --- the formats of issue 10 --------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, expected", [
+    (["0x7e", "-f", "fp8_e4m3fn"], ["fp8_e4m3fn 0x7e = 0 1111 110 (1 sign, 4 exponent, 3 fraction bits; bias 7)",
+                                    "encoding  fn: NaN 0x7f, 0xff; no inf", "exponent  1111 = 15, unbiased 8",
+                                    "value     448.0 = 448 = 14 * 2^5",
+                                    "next up   none (+max finite: fp8_e4m3fn has no infinity)",
+                                    "next down 0x7d = 416.0"]),
+    (["0xff", "-f", "e4m3fn"], ["class     nan: exponent and fraction all ones, either sign", "value     -NaN"]),
+    (["0x80", "-f", "fp8_e4m3fnuz"], ["encoding  fnuz: NaN 0x80 only; no inf, no -0",
+                                      "class     nan: the pattern of -0, the only NaN", "value     NaN"]),
+    (["0x81", "-f", "fp8_e5m2fnuz"], ["class     subnormal", "next up   0x00 = 0.0", "next down 0x82"]),
+    (["0x00", "-f", "float8_e4m3fnuz"], ["class     zero", "next down 0x81 = -0.0009765625", "bias 8"]),
+    (["0x00", "-f", "e8m0"], ["e8m0 0x00 = 00000000 (0 sign, 8 exponent, 0 fraction bits; bias 127)",
+                              "encoding  e8m0: NaN 0xff; unsigned, no zero", "exponent  00000000 = 0, unbiased -127",
+                              "= 1 * 2^-127", "next down none (2^-127 is the smallest value, there is no zero)"]),
+    (["0xff", "-f", "float8_e8m0fnu"], ["class     nan: 0xff, the only NaN", "value     NaN"]),
+    (["0x3f", "-f", "fp6_e2m3"], ["fp6_e2m3 0x3f = 1 11 111", "encoding  finite: none: every pattern a number",
+                                  "value     -7.5 = -15/2 = -15 * 2^-1", "next up   0x3e = -7.0",
+                                  "next down none (-max finite: fp6_e2m3 has no infinity)"]),
+    (["0x9", "-f", "fp4_e2m1"], ["fp4_e2m1 0x9 = 1 00 1", "class     subnormal", "next up   0x8 = -0.0"]),
+    (["0x3f802000", "-f", "tf32_fp32"], ["(1 sign, 8 exponent, 10 fraction bits; 13 zero bits below (FP32 layout); "
+                                         "bias 127)", "fraction  0000000001 = 1/1024", "next up   0x3f804000",
+                                         "next down 0x3f800000 = 1.0"]),
+    (["0x7f7fe000", "-f", "tf32_fp32"], ["next up   0x7f800000 = inf"]),
+    (["0x7c01", "-f", "fp16"], ["class     snan: exponent all ones, fraction not 0, top fraction bit 0: signaling"]),
+])
+def test_explain_new_formats(capsys, argv, expected):
+    code, out, _ = run(capsys, "explain", *argv)
+    assert code == 0
+    for text in expected:
+        assert text in out, (text, out)
+
+
+def test_explain_neighbours_walk_the_whole_line_of_every_small_format(capsys):
+    # next up from the lowest value visits every value once, in increasing order (ml_dtypes' values)
+    import ml_dtypes
+    for name, dtype in (("fp8_e4m3fn", ml_dtypes.float8_e4m3fn), ("fp8_e5m2fnuz", ml_dtypes.float8_e5m2fnuz),
+                        ("fp6_e3m2", ml_dtypes.float6_e3m2fn), ("fp4_e2m1", ml_dtypes.float4_e2m1fn),
+                        ("e8m0", ml_dtypes.float8_e8m0fnu)):
+        width = {"fp6": 6, "fp4": 4}.get(name[:3], 8)
+        values = np.arange(1 << width, dtype=np.uint8).view(dtype).astype(np.float64)
+        expected = sorted({v for v in values if np.isfinite(v)})  # -0 and +0 are one value
+        bits = int(np.flatnonzero(values == expected[0])[0])
+        visited = []
+        while True:
+            code, out, _ = run(capsys, "explain", hex(bits), "-f", name)
+            assert code == 0
+            visited.append(values[bits])
+            up = re.search(r"next up   (0x[0-9a-f]+|none)", out).group(1)
+            if up == "none":
+                break
+            bits = int(up, 16)
+            if values[bits] == 0 and visited[-1] == 0:  # -0 -> +0 is a step of 0
+                visited.pop()
+        assert visited == expected, name
+
+
+@pytest.mark.parametrize("argv, result, flags", [
+    (["mul", "fp8_e4m3fn", "0x7e", "0x40"], "0x7f = +NaN (nan)", "OVERFLOW INEXACT"),
+    (["mul", "fp8_e4m3fn", "0x7e", "0x40", "--saturate"], "0x7e = 448.0 (normal)", "OVERFLOW INEXACT"),
+    (["mul", "fp8_e4m3fn", "0xfe", "0x40", "-r", "rtz"], "0xfe = -448.0 (normal)", "OVERFLOW INEXACT"),
+    (["div", "fp8_e4m3fnuz", "0x38", "0x00"], "0x80 = NaN (nan)", "DIVIDE_BY_ZERO"),
+    (["div", "fp4_e2m1", "0xa", "0x0", "-r", "rtz"], "0xf = -6.0 (normal)", "DIVIDE_BY_ZERO"),
+    (["sqrt", "fp6_e2m3", "0x28"], "0x00 = 0.0 (zero: the NaN stand-in, fp6_e2m3 has no NaN)", "INVALID"),
+    (["mul", "fp8_e5m2fnuz", "0x81", "0x01"], "0x00 = 0.0 (zero)", "UNDERFLOW INEXACT"),   # no -0
+    (["add", "fp8_e5m2", "0x7b", "0x7b", "--saturate"], "0x7b = 57344.0 (normal)", "OVERFLOW INEXACT"),
+    (["convert", "fp32", "0x43f00000", "--to", "fp8_e4m3fn"], "0x7f = +NaN (nan)", "OVERFLOW INEXACT"),
+    (["convert", "fp32", "0x43f00000", "--to", "e4m3", "--saturate"], "0x7e = 448.0 (normal)", "OVERFLOW INEXACT"),
+    (["convert", "fp32", "0x3fc00000", "--to", "e8m0"], "0x80 = 2.0 (normal)", "INEXACT"),   # 1.5: tie to 2
+    (["convert", "fp8_e4m3fnuz", "0x80", "--to", "fp16"], "0xfe00 = -qNaN (payload 0x0) (qnan)", "(none)"),
+    (["add", "fp8_e5m2", "0x3c", "0x2c", "-r", "sr", "--random-bits", "0xc0000000"], "0x3d = 1.25", "INEXACT"),
+    (["add", "fp8_e5m2", "0x3c", "0x2c", "-r", "sr", "--random-bits", "0xbfffffff"], "0x3c = 1.0", "INEXACT"),
+    (["add", "fp8_e5m2", "0x3c", "0x2c", "-r", "sr", "--random-bits", "0x3", "--sr-bits", "2"],   # r = 0
+     "0x3c = 1.0", "INEXACT"),
+    (["lt", "fp8_e4m3fnuz", "0x81", "0x00"], "True", "(none)"),
+])
+def test_op_in_the_new_formats(capsys, argv, result, flags):
+    code, out, err = run(capsys, "op", *argv)
+    assert code == 0, err
+    assert f"  result  {result}" in out and f"  flags   {flags}" in out, out
+
+
+def test_op_stochastic_rounding_with_a_seed_matches_the_api(capsys):
+    code, out, _ = run(capsys, "op", "mul", "fp4_e2m1", "0x3", "0x3", "-r", "sr", "--seed", "7", "--sr-bits", "8")
+    expected = sf.fp4_e2m1.mul(0x3, 0x3, rounding="sr", seed=7, sr_bits=8)   # 2.25: 2 or 3
+    assert code == 0 and f"result  {sf.hex(expected, sf.fp4_e2m1)} " in out
+    assert "rounding=sr sr-bits=8 seed=7" in out
+
+
+def test_op_flags_of_tf32_in_fp32_layout(capsys):
+    code, out, _ = run(capsys, "op", "add", "tf32_fp32", "0x3f800000", "0x3a000000", "-r", "rup")
+    assert code == 0 and "  result  0x3f802000 " in out and "  flags   INEXACT" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["op", "add", "fp8_e5m2", "0x3c", "0x2c", "-r", "sr"], "exactly one of --seed N or --random-bits WORD"),
+    (["op", "add", "fp8_e5m2", "0x3c", "0x2c", "-r", "sr", "--seed", "1", "--random-bits", "0x1"], "exactly one"),
+    (["op", "add", "fp8_e5m2", "0x3c", "0x2c", "--seed", "1"], "are for --rounding sr"),
+    (["op", "add", "fp8_e5m2", "0x3c", "0x2c", "-r", "sr", "--seed", "1", "--sr-bits", "40"], "sr_bits"),
+    (["op", "lt", "fp8_e5m2", "0x3c", "0x2c", "--saturate"], "a comparison rounds nothing"),
+    (["op", "add", "e8m0", "0x7f", "0x7f"], "e8m0 is a scale format without arithmetic"),
+    (["op", "add", "fp6_e2m3", "0x40", "0x00"], "does not fit in 6 bits"),
+    (["explain", "0x10", "-f", "fp4_e2m1"], "does not fit in 4 bits"),
+    (["explain", "0x3f800001", "-f", "tf32_fp32"], "low 13 bits zero"),
+    (["verify", "--format", "e8m0", "--op", "add"], "is verified for"),
+    (["verify", "--format", "fp8_e4m3fn", "--op", "add", "-r", "sr", "--reference", "hardware"], "no hardware"),
+])
+def test_usage_errors_of_the_new_options(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_verify_command_new_formats(capsys):
+    code, out, _ = run(capsys, "verify", "--format", "fp8_e4m3fn", "--op", "mul", "--rounding", "rod",
+                       "--exhaustive", "--saturate", "--workers", "1")
+    assert code == 0 and out.startswith("verify mul fp8_e4m3fn rod saturate (exhaustive): 65536 cases, 0 mismatches")
+    code, out, _ = run(capsys, "verify", "--format", "fp4_e2m1", "--op", "div", "--rounding", "sr", "--sr-bits", "2",
+                       "--exhaustive", "--workers", "1")
+    assert code == 0 and "verify div fp4_e2m1 sr (2-bit random integers) (exhaustive): 256 cases, 0 mismatches" in out
+    assert "reference: fractions" in out
+    code, out, _ = run(capsys, "verify", "--format", "fp6_e3m2", "--op", "convert", "--from", "bf16", "-r", "rup",
+                       "--exhaustive", "--workers", "1", "--strict-nan")
+    assert code == 0 and "convert bf16->fp6_e3m2 rup (exhaustive): 65536 cases, 0 mismatches" in out

@@ -139,3 +139,146 @@ def test_diff_report_lists_first_rows():
     assert "ulp distance 3" in text and "Max ulp distance: 3" in text
     assert "index (2, 0)" in text and "ulp distance n/a (NaN)" in text
     assert "index (2, 3)" not in text and "... and 1 more" in text
+
+
+# --- the formats of issue 10, against ml_dtypes' value tables --------------------------------------
+# Oracle: ml_dtypes decodes every pattern (float32 for TF32 in FP32 layout); nothing of the package's
+# Format decoding is used. (ml_dtypes name, pattern width, fraction bits) written out here.
+
+ML_FORMATS = {
+    "fp8_e5m2": ("float8_e5m2", 8, 2), "fp8_e4m3fn": ("float8_e4m3fn", 8, 3),
+    "fp8_e4m3fnuz": ("float8_e4m3fnuz", 8, 3), "fp8_e5m2fnuz": ("float8_e5m2fnuz", 8, 2),
+    "fp6_e2m3": ("float6_e2m3fn", 6, 3), "fp6_e3m2": ("float6_e3m2fn", 6, 2),
+    "fp4_e2m1": ("float4_e2m1fn", 4, 1), "e8m0": ("float8_e8m0fnu", 8, 0),
+}
+SMALL = [sf.format(name) for name in ML_FORMATS]
+
+
+def ml_values(name: str) -> np.ndarray:
+    """float64 value of every pattern 0 .. 2^width - 1, decoded by ml_dtypes."""
+    import ml_dtypes
+    dtype_name, width, _ = ML_FORMATS[name]
+    return np.arange(1 << width, dtype=np.uint8).view(getattr(ml_dtypes, dtype_name)).astype(np.float64)
+
+
+def value_ranks(values: np.ndarray) -> np.ndarray:
+    """Rank of each value among the distinct non-NaN values (-1 for NaN): +0 and -0 share one."""
+    finite = values[~np.isnan(values)]
+    order = np.unique(finite)  # -0.0 == 0.0: one entry
+    rank = np.searchsorted(order, np.where(np.isnan(values), 0, values))
+    return np.where(np.isnan(values), -1, rank)
+
+
+@pytest.mark.parametrize("fmt", SMALL, ids=lambda f: f.name)
+def test_ulp_distance_counts_ml_dtypes_values_on_every_pair(fmt):
+    rank = value_ranks(ml_values(fmt.name))
+    n = rank.size
+    a, b = np.divmod(np.arange(n * n), n)
+    expected = np.where((rank[a] < 0) | (rank[b] < 0), NAN_DISTANCE, np.abs(rank[a] - rank[b]))
+    assert np.array_equal(ulp_distance(a, b, fmt), expected)
+
+
+def test_ulp_distance_tf32_in_fp32_layout_counts_values_not_storage_steps():
+    # every TF32 value: the float32s whose low 13 bits are zero; ranks among them by float32 value
+    patterns = np.arange(1 << 19, dtype=np.uint32) << 13
+    with np.errstate(invalid="ignore"):  # signaling NaNs widen with a warning
+        rank = value_ranks(patterns.view(np.float32).astype(np.float64))
+    rng = np.random.default_rng(5)
+    i = rng.integers(0, 1 << 19, 50_000)
+    near, anywhere = (i + rng.integers(-3, 4, i.size)) % (1 << 19), rng.integers(0, 1 << 19, i.size)
+    j = np.where(rng.random(i.size) < 0.5, near, anywhere)
+    expected = np.where((rank[i] < 0) | (rank[j] < 0), NAN_DISTANCE, np.abs(rank[i] - rank[j]))
+    assert np.array_equal(ulp_distance(patterns[i], patterns[j], sf.tf32_fp32), expected)
+    assert ulp_distance(0x3F800000, 0x3F802000, sf.tf32_fp32) == 1           # neighbours: 1, not 2^13
+    assert ulp_distance(0x7F7FE000, 0x7F800000, sf.tf32_fp32) == 1           # max finite, inf
+    with pytest.raises(ValueError, match="low 13 bits"):
+        ulp_distance(0x3F800001, 0x3F800000, sf.tf32_fp32)
+
+
+def test_ulp_distance_special_patterns_of_each_encoding():
+    assert ulp_distance(0x00, 0x80, sf.fp8_e4m3fnuz) == NAN_DISTANCE       # 0x80 is the NaN, not -0
+    assert ulp_distance(0x01, 0x81, sf.fp8_e5m2fnuz) == 2                  # through the one zero
+    assert ulp_distance(0x00, 0x80, sf.fp8_e4m3fn) == 0                    # +0, -0
+    assert ulp_distance(0x7E, 0x7F, sf.fp8_e4m3fn) == NAN_DISTANCE         # 448, NaN
+    assert ulp_distance(0x7E, 0xFE, sf.fp8_e4m3fn) == 2 * 126
+    assert ulp_distance(0x00, 0xFE, sf.e8m0) == 254 and ulp_distance(0x7F, 0xFF, sf.e8m0) == NAN_DISTANCE
+    assert ulp_distance(0x1F, 0x3F, sf.fp6_e2m3) == 62 and ulp_distance(0x7, 0xF, sf.fp4_e2m1) == 14
+    with pytest.raises(ValueError, match="6-bit"):
+        ulp_distance(0x40, 0, sf.fp6_e2m3)
+
+
+def ml_class(b: int, name: str, value: float) -> str:
+    """The class of a pattern from its ml_dtypes value (and, for an IEEE NaN, its top fraction bit)."""
+    import ml_dtypes
+    info = ml_dtypes.finfo(getattr(ml_dtypes, ML_FORMATS[name][0]))
+    if np.isnan(value):
+        if name == "fp8_e5m2":
+            return "qnan" if b & 0b10 else "snan"
+        return "nan"
+    if np.isinf(value):
+        return "inf"
+    if value == 0:
+        return "zero"
+    return "subnormal" if abs(value) < float(info.smallest_normal) else "normal"
+
+
+@pytest.mark.parametrize("fmt", SMALL, ids=lambda f: f.name)
+def test_classify_and_describe_every_pattern_against_ml_dtypes(fmt):
+    from softfloat16.compare import classes
+    values = ml_values(fmt.name)
+    _, width, fbits = ML_FORMATS[fmt.name]
+    seen = set()
+    for b, v in enumerate(values):
+        kind = ml_class(b, fmt.name, float(v))
+        d = describe(b, fmt)
+        assert classify(b, fmt) == d.kind == kind, (hex(b), d.kind, kind)
+        seen.add(kind)
+        if kind not in ("nan", "qnan", "snan", "inf"):
+            assert d.value == Fraction(float(v)), hex(b)
+        # the fields put back together are the pattern; E8M0 has no sign bit
+        assert (d.sign << (width - 1) if fmt.signed else 0) | d.exponent << fbits | d.fraction == b
+        assert d.hex == f"0x{b:0{(width + 3) // 4}x}"
+        shown = d.fields.replace(" ", "")
+        assert shown == f"{b:0{width}b}", (d.fields, b)
+    assert seen == set(classes(fmt))
+
+
+def test_describe_text_of_the_new_encodings():
+    assert str(describe(0x7E, sf.fp8_e4m3fn)) == "0x7e = 448.0 [0 1111 110] normal"
+    assert str(describe(0xFF, sf.fp8_e4m3fn)) == "0xff = nan [1 1111 111] nan"
+    assert str(describe(0x80, sf.fp8_e4m3fnuz)) == "0x80 = nan [1 0000 000] nan"
+    assert str(describe(0x00, sf.fp8_e4m3fnuz)) == "0x00 = 0.0 [0 0000 000] zero"
+    assert str(describe(0x3F, sf.fp6_e2m3)) == "0x3f = -7.5 [1 11 111] normal"
+    assert str(describe(0x9, sf.fp4_e2m1)) == "0x9 = -0.5 [1 00 1] subnormal"
+    assert str(describe(0x7F, sf.e8m0)) == "0x7f = 1.0 [01111111] normal"
+    assert str(describe(0xFF, sf.e8m0)) == "0xff = nan [11111111] nan"
+    assert str(describe(0xBF802000, sf.tf32_fp32)) == "0xbf802000 = -1.0009765625 [1 01111111 0000000001] normal"
+
+
+def test_mismatch_mask_nan_modes_in_the_new_encodings():
+    # E4M3FN: two NaNs (one per sign), both quiet: the same class, different bits
+    assert mismatch_mask([0x7F, 0x7F, 0x7F], [0xFF, 0x7F, 0x7E], sf.fp8_e4m3fn, nan="class").tolist() == [0, 0, 1]
+    assert mismatch_mask([0x7F, 0x7F], [0xFF, 0x7F], sf.fp8_e4m3fn, nan="strict").tolist() == [1, 0]
+    # FNUZ: 0x80 is a NaN and never equals the zero 0x00, even with a ulp tolerance
+    assert mismatch_mask([0x80, 0x80, 0x00], [0x80, 0x00, 0x80], sf.fp8_e5m2fnuz).tolist() == [0, 1, 1]
+    assert mismatch_mask([0x80, 0x01], [0x00, 0x81], sf.fp8_e4m3fnuz, ulp=2).tolist() == [1, 0]
+    # FP6/FP4 have no NaN: +0 and -0 differ as bits, are 0 ulp apart
+    assert mismatch_mask([0x20, 0x20], [0x00, 0x00], sf.fp6_e3m2).tolist() == [1, 1]
+    assert mismatch_mask([0x8], [0x0], sf.fp4_e2m1, ulp=0).tolist() == [0]
+    assert mismatch_mask([0xFF, 0xFE, 0x00], [0xFF, 0xFF, 0x01], sf.e8m0, ulp=1).tolist() == [0, 1, 0]
+    # TF32 in FP32 layout: its quiet bit is fraction bit 9 of the 10, at 1 << 22
+    assert mismatch_mask([0x7FC00000, 0x7F802000], [0x7FE00000, 0x7FC00000], sf.tf32_fp32).tolist() == [0, 1]
+
+
+def test_diff_report_and_hex_of_the_new_formats():
+    text = diff_report([0x7, 0x8], [0x6, 0x0], sf.fp4_e2m1)
+    assert "Mismatched elements: 2 / 2 (100%) [fp4_e2m1, nan='class']" in text
+    assert "index (0,): actual   0x7 = 6.0 [0 11 1] normal" in text and "expected 0x6 = 4.0 [0 11 0] normal" in text
+    assert "index (1,): actual   0x8 = -0.0 [1 00 0] zero" in text and "ulp distance 0" in text
+    text = diff_report([0xFF, 0x80], [0xFE, 0x7F], sf.e8m0)
+    assert "actual   0xff = nan [11111111] nan" in text and "expected 0xfe = ~1.7014118346046923e+38 [11111110]" in text
+    assert "ulp distance n/a (NaN)" in text and "0x80 = 2.0 [10000000] normal" in text
+    text = diff_report([0x3F802000], [0x3F800000], sf.tf32_fp32)
+    assert "Max ulp distance: 1" in text and "0x3f802000 = 1.0009765625 [0 01111111 0000000001]" in text
+    assert sf.hex(np.array([0x1F, 0x3F]), sf.fp6_e2m3) == "[0x1f, 0x3f]"
+    assert sf.hex(0xF, sf.fp4_e2m1) == "0xf" and sf.hex(0x3F800000, sf.tf32_fp32) == "0x3f800000"

@@ -5,12 +5,18 @@ The oracle is checked against
   float8_e5m2), computing in a wider format first: with p' >= 2p + 2 bits the
   double rounding is innocuous for +, -, *, /, sqrt, so the reference is the
   correctly rounded result;
+* for the encodings of docs/formats-spec.md (FP8 E4M3FN/FNUZ, FP6, FP4,
+  E8M0): ml_dtypes' decoding, conversions and float32-computed arithmetic,
+  torch's float8 conversions, and an enumeration of every value of a format
+  (the rounding rules restated as "pick a neighbour"); every place where
+  ml_dtypes or torch differ from the spec is asserted as a named exception;
 * an independent bit-trick rounding (fp32 -> bf16 / tf32);
 * rounding properties (direction, bracketing by neighbours, ties) for every
   mode, evaluated with exact rationals computed here, not by the oracle;
 * hand-derived cases written down from IEEE 754 facts.
 """
 
+import bisect
 import math
 import random
 import struct
@@ -22,7 +28,7 @@ import pytest
 
 import oracle
 from oracle import (
-    DIVIDE_BY_ZERO, FORMATS, INEXACT, INVALID, OVERFLOW, ROUNDINGS, UNDERFLOW,
+    ALL_FORMATS, DIVIDE_BY_ZERO, FORMATS, INEXACT, INVALID, OVERFLOW, ROUNDINGS, SMALL_FORMATS, UNDERFLOW,
     decode, encode_round, ref_convert, ref_from_float, ref_op, to_fraction,
 )
 
@@ -927,3 +933,679 @@ def test_oracle_is_independent_of_the_kernels():
     for module in reached:
         source = (ROOT / (module.replace(".", "/") + ".py")).read_text()
         assert "numba" not in imports_in_source(source), module
+
+
+# ---------------------------------------------------------------------------
+# The encodings of docs/formats-spec.md: FP8 E4M3FN / FNUZ, FP6, FP4, E8M0,
+# saturate and stochastic rounding
+# ---------------------------------------------------------------------------
+
+ML_DTYPES = {
+    "fp8_e5m2": ml_dtypes.float8_e5m2, "fp8_e4m3fn": ml_dtypes.float8_e4m3fn,
+    "fp8_e4m3fnuz": ml_dtypes.float8_e4m3fnuz, "fp8_e5m2fnuz": ml_dtypes.float8_e5m2fnuz,
+    "fp6_e2m3": ml_dtypes.float6_e2m3fn, "fp6_e3m2": ml_dtypes.float6_e3m2fn,
+    "fp4_e2m1": ml_dtypes.float4_e2m1fn, "e8m0": ml_dtypes.float8_e8m0fnu,
+}
+FINITE_ONLY = ("fp6_e2m3", "fp6_e3m2", "fp4_e2m1")   # no inf, no NaN
+ALL_MODES = ROUNDINGS + ("sr",)
+
+
+def ml_bits(fmt):
+    return ml_dtypes.finfo(ML_DTYPES[fmt]).bits
+
+
+def ml_values(fmt):
+    """float64 value of every pattern, as ml_dtypes decodes it."""
+    return np.arange(1 << ml_bits(fmt), dtype=np.uint8).view(ML_DTYPES[fmt]).astype(np.float64)
+
+
+def ml_from_float32(x, fmt):
+    with np.errstate(all="ignore"):
+        return np.asarray(x, np.float32).astype(ML_DTYPES[fmt]).view(np.uint8).astype(np.int64)
+
+
+def f32_from_bits(bits):
+    return np.asarray(bits, np.uint32).view(np.float32)
+
+
+def sign_bit(fmt):
+    return 0 if fmt == "e8m0" else 1 << (ml_bits(fmt) - 1)
+
+
+def test_oracle_formats_agree_with_the_library_and_ml_dtypes():
+    from softfloat16.formats import format as library_format
+    for name in ALL_FORMATS:
+        s, lib = oracle.spec(name), library_format(name)
+        assert (s.e, s.f, s.encoding, s.bias, s.emin, s.emax) == (
+            lib.exponent_bits, lib.fraction_bits, lib.encoding, lib.bias, lib.emin, lib.emax), name
+        assert (s.max_finite, s.default_nan, s.width) == (
+            lib.max_finite, lib.default_nan, lib.width - lib.storage_shift), name
+        assert (s.inf is not None, s.default_nan is not None) == (lib.has_inf, lib.has_nan), name
+        if name in ML_DTYPES:
+            info = ml_dtypes.finfo(ML_DTYPES[name])
+            assert (s.width, s.f, s.emin) == (info.bits, info.nmant, info.minexp), name
+            assert to_fraction(s.max_finite, name) == Fraction(float(info.max)), name
+            assert to_fraction(1 << s.f if s.encoding != "e8m0" else 0, name) == Fraction(float(info.smallest_normal))
+
+
+@pytest.mark.parametrize("fmt", sorted(ML_DTYPES))
+def test_decode_every_pattern_vs_ml_dtypes(fmt):
+    s = oracle.spec(fmt)
+    for bits, x in enumerate(ml_values(fmt).tolist()):
+        kind, sign, value = decode(bits, fmt)
+        if math.isnan(x):
+            assert kind in ("qnan", "snan") and value is None, hex(bits)
+            assert kind == "qnan" or s.encoding == "ieee", hex(bits)   # only IEEE formats signal
+        elif math.isinf(x):
+            assert (kind, sign, value) == ("inf", int(x < 0), None), hex(bits)
+        else:
+            assert value == Fraction(x), hex(bits)
+            assert sign == int(math.copysign(1, x) < 0), hex(bits)
+            exponent_field = (bits >> s.f) & s.exp_ones
+            if fmt != "e8m0":
+                assert kind == ("zero" if x == 0 else "subnormal" if exponent_field == 0 else "normal"), hex(bits)
+    nans = {b for b, x in enumerate(ml_values(fmt).tolist()) if math.isnan(x)}
+    expected_nans = {"fn": {0x7F, 0xFF}, "fnuz": {0x80}, "finite": set(), "e8m0": {0xFF}}.get(s.encoding)
+    if expected_nans is not None:
+        assert nans == expected_nans
+
+
+# --- rounding restated as "pick a neighbour", from ml_dtypes' list of values ---
+
+class Grid:
+    """Every non-negative finite value of a format (from ml_dtypes), ascending, with its pattern;
+    one virtual value past the largest ('over'), and for E8M0 virtual powers of two below 2**-127."""
+
+    def __init__(self, fmt):
+        values = ml_values(fmt)
+        width = ml_bits(fmt)
+        positive = [(Fraction(float(v)), b) for b, v in enumerate(values.tolist())
+                    if not math.isnan(v) and not math.isinf(v) and (fmt == "e8m0" or b < 1 << (width - 1))]
+        positive.sort()
+        (top, top_bits), (below_top, _) = positive[-1], positive[-2]
+        self.max_bits, self.max = top_bits, top
+        self.over = 2 * top if fmt == "e8m0" else top + (top - below_top)
+        entries = positive + [(self.over, "over")]
+        if fmt == "e8m0":
+            entries = [(Fraction(1, 2 ** k), "below") for k in range(400, 127, -1)] + entries
+        self.values = [v for v, _ in entries]
+        self.patterns = [p for _, p in entries]
+        self.fmt = fmt
+        info = ml_dtypes.finfo(ML_DTYPES[fmt])
+        self.min_normal = Fraction(float(info.smallest_normal))
+        with np.errstate(all="ignore"):
+            inf = np.array([np.inf, -np.inf], np.float32).astype(ML_DTYPES[fmt]).view(np.uint8)
+        # ml_dtypes' conversion of inf is the spec's overflow value (its table: "the defaults are
+        # what ml_dtypes' conversions do")
+        self.overflow_value = {False: int(inf[0]), True: int(inf[1])}
+
+
+def round_by_enumeration(value, grid, mode, saturate=False, random_r=None, sr_bits=None):
+    """(bits, flags) of ``value`` rounded by choosing between its two neighbours in ``grid``;
+    tininess before rounding."""
+    fmt, value = grid.fmt, Fraction(value)
+    if fmt == "e8m0" and value <= 0:
+        return 0xFF, INVALID
+    negative, mag = value < 0, abs(value)
+    i = bisect.bisect_right(grid.values, mag) - 1   # grid.values[i] <= mag < grid.values[i + 1]
+    sign = sign_bit(fmt) if negative else 0
+    if grid.values[i] == mag and grid.patterns[i] not in ("over", "below"):
+        bits = grid.patterns[i]
+        return (0 if bits == 0 and fmt in ("fp8_e4m3fnuz", "fp8_e5m2fnuz") else sign | bits), 0
+    lo, hi = grid.values[i], None
+    if grid.patterns[i] == "over":
+        choice = i
+    else:
+        hi = grid.values[i + 1]
+        below, above = mag - lo, hi - mag
+        even_hi = (grid.patterns[i + 1] == "over" and (grid.max_bits + 1) % 2 == 0) or \
+            (isinstance(grid.patterns[i + 1], int) and grid.patterns[i + 1] % 2 == 0)
+        if mode in ("rne", "rna"):
+            if below != above:
+                up = above < below
+            elif mode == "rna" or fmt == "e8m0":   # E8M0: both significands are 1; the larger
+                up = True
+            else:
+                up = even_hi
+        elif mode == "rtz":
+            up = False
+        elif mode == "rup":
+            up = not negative
+        elif mode == "rdn":
+            up = negative
+        elif mode == "rod":
+            up = fmt != "e8m0" and not even_hi
+        else:
+            d = (below * 2 ** sr_bits) // (hi - lo)
+            up = d + random_r >= 2 ** sr_bits
+        choice = i + up
+    pattern = grid.patterns[choice]
+    if pattern == "over":
+        toward_zero = mode in ("rtz", "rod") or mode == ("rup" if negative else "rdn")
+        if saturate or toward_zero:
+            return sign | grid.max_bits, OVERFLOW | INEXACT
+        return grid.overflow_value[negative], OVERFLOW | INEXACT
+    if pattern == "below":
+        return 0, UNDERFLOW | INEXACT
+    flags = INEXACT | (UNDERFLOW if mag < grid.min_normal else 0)
+    if pattern == 0 and fmt in ("fp8_e4m3fnuz", "fp8_e5m2fnuz"):
+        return 0, flags
+    return sign | pattern, flags
+
+
+def values_to_round(grid, rng, count):
+    """Exact values around every neighbour pair: midpoints (ties), just either side of them, random
+    points, and values past the virtual top, both signs."""
+    values = [v for v in grid.values if v > 0][-60:] if grid.fmt == "e8m0" else list(grid.values)
+    out = []
+    for lo, hi in zip(values, values[1:]):
+        mid = (lo + hi) / 2
+        gap = hi - lo
+        out += [lo, mid, mid - gap / 1024, mid + gap / 1024, lo + gap * Fraction(rng.randrange(1, 255), 256)]
+    top = values[-1]
+    out += [top * 3 / 2, top * 4, values[1] / 3, values[1] / 2, values[1] * Fraction(3, 4)]
+    if grid.fmt == "e8m0":
+        out += [Fraction(k, 4 * 2 ** 127) for k in (1, 2, 3, 5)] + [Fraction(3, 2 ** 128)]
+    rng.shuffle(out)
+    out = out[:count]
+    return out + [-v for v in out[: count // 2]]
+
+
+@pytest.mark.parametrize("fmt", sorted(ML_DTYPES))
+def test_round_fraction_vs_enumeration_of_neighbours(fmt):
+    grid = Grid(fmt)
+    rng = random.Random(fmt)
+    for value in values_to_round(grid, rng, 700):
+        for mode in ALL_MODES:
+            for saturate in (False, True):
+                options = {}
+                if mode == "sr":
+                    sr_bits = rng.choice([1, 2, 3, 5, 8, 32])
+                    options = dict(random=rng.randrange(2 ** sr_bits), sr_bits=sr_bits)
+                got = oracle.exact.round_fraction(value, fmt, mode, saturate=saturate, tininess="before",
+                                                  **options)
+                want = round_by_enumeration(value, grid, mode, saturate, options.get("random"),
+                                            options.get("sr_bits"))
+                assert (got[0], int(got[1])) == want, (fmt, value, mode, saturate, options, got, want)
+
+
+def test_e8m0_zero_and_negative_values_are_invalid():
+    for value in (0, -1, Fraction(-1, 2 ** 200)):
+        for mode in ALL_MODES:
+            extra = dict(random=0, sr_bits=1) if mode == "sr" else {}
+            assert encode_round(value, 0, "e8m0", mode, **extra) == (0xFF, INVALID)
+
+
+@pytest.mark.parametrize("fmt", sorted(ML_DTYPES))
+def test_stochastic_rounding_counts_round_ups_exactly(fmt):
+    """For R-bit random integers r = 0 .. 2**R - 1, the number of round-ups is d, the first R bits
+    of the exact magnitude below the truncated result's last place (read from its binary expansion,
+    with the format's precision and exponent range from ml_dtypes.finfo)."""
+    info = ml_dtypes.finfo(ML_DTYPES[fmt])
+    grid = Grid(fmt)
+    rng = random.Random("sr" + fmt)
+    # Past the virtual top truncation itself overflows, and E8M0 returns 2**-127 for everything
+    # below 2**-128 (rounding up or down is seen there only in the flags): nothing to observe.
+    values = [v for v in values_to_round(grid, rng, 250)
+              if v != 0 and abs(v) < grid.over and (fmt != "e8m0" or v >= Fraction(1, 2 ** 128))]
+    for sr_bits in (1, 2, 3, 4, 6):
+        for value in values:
+            mag = abs(value)
+            exponent = math.floor(math.log2(mag))
+            while Fraction(2) ** exponent > mag:
+                exponent -= 1
+            while Fraction(2) ** (exponent + 1) <= mag:
+                exponent += 1
+            # e8m0 has no subnormals: its precision (1 bit) holds below 2**-127 too
+            last_place = (exponent if fmt == "e8m0" else max(exponent, info.minexp)) - info.nmant
+            d = math.floor(mag / Fraction(2) ** (last_place - sr_bits)) % 2 ** sr_bits
+            results = [encode_round(value, 0, fmt, "sr", random=r, sr_bits=sr_bits)
+                       for r in range(2 ** sr_bits)]
+            truncated = encode_round(value, 0, fmt, "rtz")
+            # up: another result than truncation's (bits, or only flags: OVERFLOW to FP6/FP4's max
+            # finite, E8M0's 2**-127 reached from below without UNDERFLOW)
+            up = [result != truncated for result in results]
+            assert sum(up) == d, (fmt, value, sr_bits, d, sum(up))
+            assert up == [r >= 2 ** sr_bits - d for r in range(2 ** sr_bits)], (fmt, value)   # the largest r
+            if truncated[1] == 0:
+                assert all(result == truncated for result in results)
+
+
+def test_round_sqrt_stochastic_counts():
+    """sqrt: d from an integer square root (floor(sqrt(x) * 2**k) = isqrt(floor(x * 4**k)))."""
+    rng = random.Random(7)
+    for fmt in ("fp4_e2m1", "fp6_e3m2", "fp8_e4m3fn", "fp8_e5m2", "fp16"):
+        s = oracle.spec(fmt)
+        for _ in range(40):
+            x = Fraction(rng.randrange(1, 2 ** 20), 2 ** rng.randrange(0, 24))
+            root = math.sqrt(x)
+            exponent = math.floor(math.log2(root))
+            for sr_bits in (2, 5):
+                shift = s.f + sr_bits - max(exponent, s.emin)   # scale: 2**shift, the R-th bit below the last place
+                scaled = math.isqrt(math.floor(x * 4 ** shift)) if shift >= 0 else None
+                if scaled is None:
+                    continue
+                d = scaled % 2 ** sr_bits
+                truncated = oracle.exact.round_sqrt(x, fmt, "rtz")
+                ups = sum(oracle.exact.round_sqrt(x, fmt, "sr", random=r, sr_bits=sr_bits) != truncated
+                          for r in range(2 ** sr_bits))
+                if truncated[0] != s.max_finite:
+                    assert ups == d, (fmt, x, sr_bits)
+
+
+def test_stochastic_rounding_hand_cases():
+    # 1 + 2**-11 + 2**-13 in fp16 (ulp 2**-10): discarded .1010 -> d = 0b1010 = 10 of 16 with R = 4
+    value = 1 + Fraction(1, 2 ** 11) + Fraction(1, 2 ** 13)
+    results = [encode_round(value, 0, "fp16", "sr", random=r, sr_bits=4)[0] for r in range(16)]
+    assert results == [0x3C00] * 6 + [0x3C01] * 10
+    # the sign does not change the probability: -value rounds its magnitude the same way
+    assert [encode_round(-value, 0, "fp16", "sr", random=r, sr_bits=4)[0] for r in range(16)] == \
+        [b | 0x8000 for b in results]
+    # d holds only the first R discarded bits: 2**-20 below the last place is invisible to R = 4
+    assert all(encode_round(1 + Fraction(1, 2 ** 20), 0, "fp16", "sr", random=r, sr_bits=4) == (0x3C00, INEXACT)
+               for r in range(16))
+    # overflow: the largest fp16 + 3/4 ulp goes past it when r >= 1/4 of the range; saturate keeps max
+    near = Fraction(65504) + 24
+    assert encode_round(near, 0, "fp16", "sr", random=0, sr_bits=2) == (0x7BFF, INEXACT)
+    assert encode_round(near, 0, "fp16", "sr", random=1, sr_bits=2) == (0x7C00, OVERFLOW | INEXACT)
+    assert encode_round(near, 0, "fp16", "sr", random=1, sr_bits=2, saturate=True) == (0x7BFF, OVERFLOW | INEXACT)
+    assert encode_round(near, 0, "fp8_e4m3fn", "sr", random=3, sr_bits=2) == (0x7F, OVERFLOW | INEXACT)
+    # tininess after rounding uses the same r at full precision: 2**-14 - 2**-26 in fp16 (the
+    # subnormal grid's ulp is 2**-24: discarded .11 -> up for r >= 1 of 4; at 11 bits, unbounded,
+    # the discarded bits are .1 (half) -> 2**-14 for r >= 2): r = 1 rounds up but stays tiny.
+    value = Fraction(1, 2 ** 14) - Fraction(1, 2 ** 26)
+    assert encode_round(value, 0, "fp16", "sr", random=0, sr_bits=2) == (0x03FF, UNDERFLOW | INEXACT)
+    assert encode_round(value, 0, "fp16", "sr", random=1, sr_bits=2) == (0x0400, UNDERFLOW | INEXACT)
+    assert encode_round(value, 0, "fp16", "sr", random=2, sr_bits=2) == (0x0400, INEXACT)
+    assert encode_round(value, 0, "fp16", "sr", random=2, sr_bits=2, tininess="before") == (0x0400, UNDERFLOW | INEXACT)
+    # exact values: no flags whatever r
+    assert encode_round(Fraction(3, 2), 0, "fp16", "sr", random=2 ** 32 - 1) == (0x3E00, 0)
+    for bad in (dict(random=4, sr_bits=2), dict(random=-1), dict(random=None), dict(random=0, sr_bits=33)):
+        with pytest.raises(ValueError):
+            encode_round(value, 0, "fp16", "sr", **bad)
+    with pytest.raises(ValueError):
+        encode_round(value, 0, "fp16", "rne", random=3)
+
+
+# --- conversions against ml_dtypes and torch ---
+
+def conversion_inputs(fmt, rng):
+    """float32 bit patterns around ``fmt``'s values: every midpoint between neighbours and the
+    float32 values next to it (ties and near-ties), the range limits, float32 subnormals,
+    specials (zeros, infinities, NaNs with payloads, signaling), random bits; both signs."""
+    grid = Grid(fmt)
+    values = [v for v in grid.values if v > 0 and v < 2 ** 128]
+    if fmt == "e8m0":
+        values = values[::7] + values[-3:] + [Fraction(1, 2 ** 127), Fraction(1, 2 ** 126)]
+    points = []
+    for lo, hi in zip(values, values[1:]):
+        points += [float(lo), float((lo + hi) / 2)]
+    mids = np.array(points, np.float32).view(np.uint32).astype(np.int64)
+    near = np.concatenate([mids - 1, mids, mids + 1])
+    near = near[(near > 0) & (near < 0x7F800000)]
+    specials = np.array([0, 0x7F800000, 0x7FC00000, 0x7FA00001, 0x7FFFFFFF, 0x7F800001, 0x00000001,
+                         0x007FFFFF, 0x00400000, 0x00600000, 0x00600001, 0x005FFFFF, 0x7F7FFFFF,
+                         0x3F800000], np.int64)
+    rand = np.array([rng.getrandbits(32) for _ in range(1500)], np.int64) & 0x7FFFFFFF
+    wide = np.array([math.ldexp(rng.random() + 0.5, rng.randrange(-150, 20)) for _ in range(1500)],
+                    np.float32).view(np.uint32).astype(np.int64)
+    positive = np.unique(np.concatenate([near, specials, rand, wide]))
+    return np.concatenate([positive, positive | 0x80000000])
+
+
+def oracle_convert_all(bits32, fmt, **options):
+    return np.array([ref_convert(int(b), "fp32", fmt, **options)[0] for b in bits32], np.int64)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("fmt", sorted(ML_DTYPES))
+def test_conversions_from_float32_vs_ml_dtypes(fmt):
+    """RNE, non-saturating: the oracle equals ml_dtypes on every input but these documented ones:
+    * NaN into FP6/FP4 (no NaN): the spec gives +0 with INVALID; ml_dtypes -0 for +NaN, +0 for -NaN.
+    * NaN into E5M2: the spec keeps the sign and the payload's top bits, quieted (0x7FFFFFFF ->
+      0x7F); ml_dtypes gives the canonical quiet NaN of the sign (0x7E / 0xFE).
+    * E8M0 from float32 subnormals in (2**-127, 1.5 * 2**-127): the nearest power of two is
+      2**-127 (0x00); ml_dtypes gives 2**-126 (0x01): it rounds the subnormal's fraction field as if
+      it were a normal number's (0x00400000 is its own half-way point), off by one binade."""
+    rng = random.Random("convert" + fmt)
+    bits32 = conversion_inputs(fmt, rng)
+    x = f32_from_bits(bits32)
+    got = ml_from_float32(x, fmt)
+    want = oracle_convert_all(bits32, fmt)
+    differ = got != want
+    nan_in = np.isnan(x)
+    if fmt in FINITE_ONLY:
+        assert np.all(want[nan_in] == 0)
+        assert np.array_equal(got[nan_in], np.where(np.signbit(x[nan_in]), 0, sign_bit(fmt)))
+        differ &= ~nan_in
+    elif fmt == "fp8_e5m2":
+        assert np.array_equal(got[nan_in], np.where(np.signbit(x[nan_in]), 0xFE, 0x7E))
+        payload_top = (bits32[nan_in] >> 21) & 3
+        assert np.array_equal(want[nan_in], np.where(np.signbit(x[nan_in]), 0x80, 0) | 0x7C | 2 | payload_top)
+        differ &= ~nan_in
+    elif fmt == "e8m0":
+        ml_off_by_one = (x > 2.0 ** -127) & (x < 1.5 * 2.0 ** -127)
+        assert ml_off_by_one.sum() > 3
+        assert np.all(want[ml_off_by_one] == 0x00) and np.all(got[ml_off_by_one] == 0x01)
+        differ &= ~ml_off_by_one
+    bad = np.flatnonzero(differ)
+    assert bad.size == 0, [(hex(int(bits32[i])), hex(int(got[i])), hex(int(want[i]))) for i in bad[:10]]
+
+
+def test_ml_dtypes_rounds_float64_through_float32():
+    """ml_dtypes converts float64 to the 8-bit formats through float32: a double rounding. The
+    oracle (and the spec: one rounding of the exact value) differ from it there, e.g. 1.0625 + 2**-40
+    into E4M3FN: 1.125 (0x39) directly, 1.0 (0x38) after float32 made it the tie 1.0625."""
+    x = 1.0625 + 2.0 ** -40
+    assert ref_from_float(x, "fp8_e4m3fn") == (0x39, INEXACT)
+    ml = int(np.array([x]).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)[0])
+    assert ml == int(np.array([x], np.float32).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)[0]) == 0x38
+    # on float64 values that float32 holds exactly, the two agree (the test above covers them)
+    assert ref_from_float(1.0625, "fp8_e4m3fn") == (0x38, INEXACT)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("fmt", sorted(ML_DTYPES))
+def test_conversions_from_float64_vs_ml_dtypes(fmt):
+    """From float64, ml_dtypes equals the oracle's two roundings float64 -> float32 -> format (RNE),
+    on every input (NaNs as in the float32 test); the oracle's single rounding differs from that
+    exactly where the float32 step moved the value across a rounding boundary of the format."""
+    rng = random.Random("float64" + fmt)
+    grid = Grid(fmt)
+    ties = [float((lo + hi) / 2) for lo, hi in zip(grid.values, grid.values[1:]) if hi < 2 ** 127 and lo > 0]
+    x = [t + d * t * 2.0 ** -30 for t in ties for d in (-1, 1)]           # within a float32 ulp of a tie
+    x += [math.ldexp(rng.random() + 0.5, rng.randrange(-150, 20)) for _ in range(800)]
+    x += [math.inf, 1e300, 1e-300, 0.0]
+    x += [-v for v in x]
+    got = np.array(x).astype(ML_DTYPES[fmt]).view(np.uint8).astype(np.int64)
+    double_rounded = 0
+    for value, ml in zip(x, got.tolist()):
+        via_float32, _ = ref_convert(f32_bits(np.float32(value)), "fp32", fmt)
+        if fmt == "e8m0" and 2.0 ** -127 < np.float32(value) < 1.5 * 2.0 ** -127:
+            via_float32 = 0x01   # ml_dtypes' off-by-one binade (test_conversions_from_float32_vs_ml_dtypes)
+        assert ml == via_float32, (fmt, value, hex(ml), hex(via_float32))
+        double_rounded += ref_from_float(value, fmt)[0] != via_float32
+    assert double_rounded > 0 or fmt == "fp4_e2m1"
+
+
+@pytest.mark.parametrize("fmt", sorted(ML_DTYPES))
+def test_widening_to_float32_vs_ml_dtypes(fmt):
+    """Every pattern into float32 (exact): equal to ml_dtypes but for NaN payloads, which the spec
+    keeps (E4M3FN's NaN 0x7F carries 0b111: float32 0x7FF00000; E5M2 0x7D: 0x7FA00000 quieted to
+    0x7FE00000) and ml_dtypes drops (the canonical 0x7FC00000 of the sign)."""
+    values = ml_values(fmt).astype(np.float32)
+    got = values.view(np.uint32).astype(np.int64)
+    for bits, ml in enumerate(got.tolist()):
+        want, flags = ref_convert(bits, fmt, "fp32")
+        if math.isnan(values[bits]):
+            assert want >> 31 == ml >> 31 and (want & 0x7FC00000) == 0x7FC00000, hex(bits)
+            assert ml & 0x7FFFFFFF == 0x7FC00000
+        else:
+            assert (want, flags) == (ml, 0), hex(bits)
+    if fmt == "fp8_e4m3fn":
+        assert [ref_convert(b, fmt, "fp32")[0] for b in (0x7F, 0xFF)] == [0x7FF00000, 0xFFF00000]
+    if fmt == "fp8_e5m2":
+        assert ref_convert(0x7D, fmt, "fp32") == (0x7FE00000, INVALID)
+
+
+def nan_in(fmt, bits):
+    kind = decode(bits, fmt)[0]
+    return kind in ("qnan", "snan")
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("fmt", SMALL_FORMATS)
+def test_arithmetic_vs_ml_dtypes(fmt):
+    """ml_dtypes computes + - * / and sqrt in float32 and rounds once to the format: with
+    24 >= 2p + 2 bits that is the correctly rounded RNE result (sums and products are even exact).
+    numpy's float32 on x86 makes the x86 NaNs (invalid: -qNaN). Equal bits, except that when the
+    result is a NaN only NaN-ness is compared: which operand's NaN (and sign) ml_dtypes returns
+    depends on its code generation (E4M3FN: 0 + 0xFF gives 0x7F; 0x7F * 0xFF gives 0xFF), and it
+    drops E5M2 payloads."""
+    width = oracle.spec(fmt).width
+    rng = random.Random("arith" + fmt)
+    if width <= 6:
+        pairs = [(a, b) for a in range(1 << width) for b in range(1 << width)]
+    else:
+        specials = [0, 0x80, 0x7F, 0xFF, 0x7E, 0xFE, 0x7C, 0xFC, 0x7B, 0x01, 0x81, 0x08, 0x38, 0x40]
+        pairs = [(a, b) for a in specials for b in specials]
+        pairs += [(rng.randrange(256), rng.randrange(256)) for _ in range(2500)]
+    dtype = ML_DTYPES[fmt]
+    a = np.array([p[0] for p in pairs], np.uint8).view(dtype)
+    b = np.array([p[1] for p in pairs], np.uint8).view(dtype)
+    with np.errstate(all="ignore"):
+        results = {op: _np_binop(op, a, b).view(np.uint8) for op in BIN_OPS}
+        results["sqrt"] = np.sqrt(np.arange(1 << width, dtype=np.uint8).view(dtype)).view(np.uint8)
+    for op in BIN_OPS + ("sqrt",):
+        cases = pairs if op != "sqrt" else [(x,) for x in range(1 << width)]
+        for args, ml in zip(cases, results[op].tolist()):
+            want, _ = ref_op(op, fmt, *args, nan="x86")
+            if nan_in(fmt, want):
+                assert nan_in(fmt, ml), (op, [hex(v) for v in args], hex(ml))
+            else:
+                assert want == ml, (op, [hex(v) for v in args], hex(want), hex(ml))
+
+
+TORCH_DTYPES = {  # format -> (torch dtype name, does torch saturate the conversion from float32?)
+    "fp8_e4m3fn": ("float8_e4m3fn", True), "fp8_e5m2": ("float8_e5m2", False),
+    "fp8_e4m3fnuz": ("float8_e4m3fnuz", False), "fp8_e5m2fnuz": ("float8_e5m2fnuz", False),
+    "e8m0": ("float8_e8m0fnu", False),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(TORCH_DTYPES))
+def test_conversions_from_float32_vs_torch(fmt):
+    """torch 2.13 CPU ``.to(float8_*)`` from float32, RNE; torch saturates E4M3FN (compare with
+    saturate=True) and overflows the others to inf/NaN. Equal but for these documented cases:
+    * E5M2 NaNs: torch returns 0x7F / 0xFF (all fraction bits set), the spec the payload's top
+      bits, quieted (0x7FC00000 -> 0x7E).
+    * E8M0 (not the spec's rules): torch ignores the sign (-x gives E8M0(|x|)) and maps +-0 to 0x00
+      (2**-127) where the spec gives NaN with INVALID; float32 subnormals in (2**-127, 1.5 * 2**-127)
+      go to 0x01 (2**-126) instead of the nearest, 2**-127, as in ml_dtypes."""
+    torch = pytest.importorskip("torch")
+    name, saturates = TORCH_DTYPES[fmt]
+    rng = random.Random("torch" + fmt)
+    bits32 = conversion_inputs(fmt, rng)
+    x = f32_from_bits(bits32)
+    got = torch.from_numpy(x.copy()).to(getattr(torch, name)).view(torch.uint8).numpy().astype(np.int64)
+    want = oracle_convert_all(bits32, fmt, saturate=saturates)
+    differ = got != want
+    nan_in_x = np.isnan(x)
+    if fmt == "fp8_e5m2":
+        assert np.array_equal(got[nan_in_x], np.where(np.signbit(x[nan_in_x]), 0xFF, 0x7F))
+        assert all(nan_in(fmt, int(w)) for w in want[nan_in_x])
+        differ &= ~nan_in_x
+    if fmt == "e8m0":
+        negative = np.signbit(x) & ~nan_in_x
+        magnitudes = torch.from_numpy(np.abs(x[negative])).to(torch.float8_e8m0fnu).view(torch.uint8).numpy()
+        assert np.array_equal(got[negative], magnitudes) and np.all(want[negative] == 0xFF)
+        assert np.all(got[x == 0] == 0) and np.all(want[x == 0] == 0xFF)
+        off_by_one = (x > 2.0 ** -127) & (x < 1.5 * 2.0 ** -127)
+        assert np.all(got[off_by_one] == 1) and np.all(want[off_by_one] == 0) and off_by_one.sum() > 3
+        differ &= ~negative & ~off_by_one & (x != 0)
+    bad = np.flatnonzero(differ)
+    assert bad.size == 0, [(hex(int(bits32[i])), hex(int(got[i])), hex(int(want[i]))) for i in bad[:10]]
+
+
+@pytest.mark.parametrize("fmt", sorted(TORCH_DTYPES))
+def test_widening_to_float32_vs_torch(fmt):
+    """Every pattern into float32: equal to torch's, NaN payloads included (E4M3FN 0x7F ->
+    0x7FF00000, E5M2 0x7D -> 0x7FE00000), except the NaN of FNUZ and of E8M0, which torch turns
+    into 0x7F800001, a float32 *signaling* NaN, where the spec gives -qNaN (0xFFC00000: FNUZ's NaN
+    has the sign bit) and +qNaN (0x7FC00000)."""
+    torch = pytest.importorskip("torch")
+    name, _ = TORCH_DTYPES[fmt]
+    every = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(getattr(torch, name))
+    got = every.to(torch.float32).view(torch.int32).numpy().astype(np.int64) & 0xFFFFFFFF
+    for bits, value in enumerate(got.tolist()):
+        want, _ = ref_convert(bits, fmt, "fp32")
+        if nan_in(fmt, bits) and oracle.spec(fmt).encoding in ("fnuz", "e8m0"):
+            assert (value, want) == (0x7F800001, 0xFFC00000 if fmt != "e8m0" else 0x7FC00000), hex(bits)
+        else:
+            assert want == value, (hex(bits), hex(want), hex(value))
+
+
+# --- hand-derived cases, written from docs/formats-spec.md ---
+
+def test_hand_fn_e4m3fn():
+    one, two, three = 0x38, 0x40, 0x44
+    assert ref_op("add", "fp8_e4m3fn", one, one) == (two, 0)
+    assert ref_op("mul", "fp8_e4m3fn", 0x7E, two) == (0x7F, OVERFLOW | INEXACT)          # 896: NaN
+    assert ref_op("mul", "fp8_e4m3fn", 0xFE, two) == (0xFF, OVERFLOW | INEXACT)          # NaN of the sign
+    assert ref_op("mul", "fp8_e4m3fn", 0x7E, two, saturate=True) == (0x7E, OVERFLOW | INEXACT)
+    assert ref_op("mul", "fp8_e4m3fn", 0x7E, two, rounding="rtz") == (0x7E, OVERFLOW | INEXACT)
+    assert ref_op("mul", "fp8_e4m3fn", 0xFE, two, rounding="rup") == (0xFE, OVERFLOW | INEXACT)
+    assert ref_op("mul", "fp8_e4m3fn", 0xFE, two, rounding="rdn") == (0xFF, OVERFLOW | INEXACT)
+    # 464 = 448 + half an ulp: a tie, to 448 (even significand 1.110); 480 would be the NaN pattern
+    assert encode_round(464, 0, "fp8_e4m3fn") == (0x7E, INEXACT)
+    assert encode_round(465, 0, "fp8_e4m3fn") == (0x7F, OVERFLOW | INEXACT)
+    # round to odd: 450 truncates to 448 (even) and is made odd, 480: past the largest -> max finite
+    assert encode_round(450, 0, "fp8_e4m3fn", "rod") == (0x7E, OVERFLOW | INEXACT)
+    # x / 0: the overflow value (NaN of the sign), DIVIDE_BY_ZERO only
+    assert ref_op("div", "fp8_e4m3fn", one, 0x80) == (0xFF, DIVIDE_BY_ZERO)
+    assert ref_op("div", "fp8_e4m3fn", one, 0x00, saturate=True) == (0x7E, DIVIDE_BY_ZERO)
+    # NaNs: always quiet (no INVALID by themselves); propagated with their sign in ieee/x86
+    assert ref_op("add", "fp8_e4m3fn", 0xFF, one) == (0xFF, 0)
+    assert ref_op("add", "fp8_e4m3fn", one, 0x7F, nan="x86") == (0x7F, 0)
+    assert ref_op("add", "fp8_e4m3fn", 0xFF, 0x7F) == (0xFF, 0)
+    for nan in ("riscv", "cuda", "arm"):
+        assert ref_op("add", "fp8_e4m3fn", 0xFF, one, nan=nan) == (0x7F, 0)
+    # invalid operations: 0x7F, x86's negative "indefinite" 0xFF
+    assert ref_op("div", "fp8_e4m3fn", 0, 0) == (0x7F, INVALID)
+    assert ref_op("sqrt", "fp8_e4m3fn", 0xB8) == (0x7F, INVALID)
+    assert ref_op("div", "fp8_e4m3fn", 0, 0x80, nan="x86") == (0xFF, INVALID)
+    assert ref_op("div", "fp8_e4m3fn", 0, 0, nan="cuda") == (0x7F, INVALID)
+    assert ref_op("sqrt", "fp8_e4m3fn", 0x80) == (0x80, 0)                            # sqrt(-0) = -0
+    assert ref_op("sub", "fp8_e4m3fn", three, three, rounding="rdn") == (0x80, 0)
+    assert ref_op("lt", "fp8_e4m3fn", 0x7F, one) == (False, 0)
+
+
+def test_hand_fnuz():
+    one = 0x40                                  # E4M3FNUZ: bias 8
+    assert to_fraction(one, "fp8_e4m3fnuz") == 1 and to_fraction(0x7F, "fp8_e4m3fnuz") == 240
+    assert to_fraction(0x40, "fp8_e5m2fnuz") == 1 and to_fraction(0x7F, "fp8_e5m2fnuz") == 57344
+    # no -0: exact zeros, underflows and flushes are +0
+    assert ref_op("sub", "fp8_e4m3fnuz", one, one, rounding="rdn") == (0x00, 0)
+    assert ref_op("mul", "fp8_e4m3fnuz", 0xC0, 0x00) == (0x00, 0)
+    assert ref_op("div", "fp8_e4m3fnuz", 0x00, 0xC0) == (0x00, 0)
+    assert ref_op("mul", "fp8_e4m3fnuz", 0x81, 0x08) == (0x00, UNDERFLOW | INEXACT)
+    assert ref_op("mul", "fp8_e4m3fnuz", 0x84, one) == (0x84, 0)                        # -2**-8, subnormal
+    assert ref_op("mul", "fp8_e4m3fnuz", 0x84, one, ftz=True) == (0x00, UNDERFLOW | INEXACT)
+    assert ref_op("add", "fp8_e4m3fnuz", 0x81, 0x00, daz=True, rounding="rdn") == (0x00, 0)    # -0 + +0 -> +0
+    # daz reads 0x81 as the zero of its sign, as IEEE DAZ does (the spec is silent on FNUZ inputs):
+    # -0 is no FNUZ result, but converted into a format with -0 the sign survives
+    assert ref_convert(0x81, "fp8_e4m3fnuz", "fp32", daz=True) == (0x80000000, 0)
+    assert ref_op("add", "fp8_e4m3fnuz", 0x80, 0x00, daz=True) == (0x80, 0)            # the NaN stays
+    assert ref_convert(0x8000, "fp16", "fp8_e4m3fnuz") == (0x00, 0)
+    # one NaN, 0x80, for every NaN result and every profile
+    for nan in ("ieee", "x86", "riscv", "cuda"):
+        assert ref_op("div", "fp8_e4m3fnuz", 0, 0, nan=nan) == (0x80, INVALID)
+        assert ref_op("add", "fp8_e5m2fnuz", 0x80, 0x40, nan=nan) == (0x80, 0)
+    # overflow and x / 0: NaN; saturate: +-max
+    assert ref_op("mul", "fp8_e4m3fnuz", 0xFF, 0x48) == (0x80, OVERFLOW | INEXACT)
+    assert ref_op("mul", "fp8_e4m3fnuz", 0xFF, 0x48, saturate=True) == (0xFF, OVERFLOW | INEXACT)
+    assert ref_op("div", "fp8_e4m3fnuz", 0xC0, 0x00) == (0x80, DIVIDE_BY_ZERO)
+    assert ref_op("div", "fp8_e4m3fnuz", 0xC0, 0x00, saturate=True) == (0xFF, DIVIDE_BY_ZERO)
+
+
+def test_hand_finite_formats():
+    one, max_fp4 = 0x2, 0x7                                # FP4 E2M1: 1.0 and 6.0
+    assert ref_op("mul", "fp4_e2m1", 0x6, 0x6) == (max_fp4, OVERFLOW | INEXACT)      # 16 -> 6
+    assert ref_op("mul", "fp4_e2m1", 0xE, 0x6) == (0x8 | max_fp4, OVERFLOW | INEXACT)
+    # no NaN: an invalid operation gives +0 with INVALID, whatever the profile
+    for nan in ("ieee", "x86", "riscv", "cuda"):
+        assert ref_op("div", "fp4_e2m1", 0x0, 0x8, nan=nan) == (0x0, INVALID)
+        assert ref_op("sqrt", "fp6_e3m2", 0x2C, nan=nan) == (0x0, INVALID)
+    assert ref_op("div", "fp4_e2m1", one, 0x0) == (max_fp4, DIVIDE_BY_ZERO)
+    assert ref_op("div", "fp4_e2m1", one, 0x8) == (0x8 | max_fp4, DIVIDE_BY_ZERO)
+    assert ref_op("sub", "fp6_e2m3", 0x08, 0x08, rounding="rdn") == (0x20, 0)          # -0 exists
+    assert encode_round(Fraction(1, 8), 1, "fp4_e2m1") == (0x8, UNDERFLOW | INEXACT)
+    # NaNs converted in: +0 with INVALID (ml_dtypes: -0 for +NaN), infinities: +-max with INVALID
+    assert ref_convert(0x7E00, "fp16", "fp4_e2m1") == (0x0, INVALID)
+    assert ref_convert(0xFE00, "fp16", "fp6_e2m3", nan="riscv") == (0x0, INVALID)
+    assert ref_convert(0xFC00, "fp16", "fp6_e3m2") == (0x3F, INVALID)
+    assert ref_from_float(math.nan, "fp4_e2m1") == (0x0, INVALID)
+    assert ref_from_float(100.0, "fp6_e3m2") == (0x1F, OVERFLOW | INEXACT)
+
+
+def test_hand_saturate_in_ieee_formats():
+    inf, max_e5m2 = 0x7C, 0x7B
+    assert ref_op("add", "fp8_e5m2", inf, 0x3C, saturate=True) == (max_e5m2, 0)
+    assert ref_op("mul", "fp8_e5m2", 0xFC, 0x3C, saturate=True) == (0x80 | max_e5m2, 0)
+    assert ref_op("div", "fp8_e5m2", 0x3C, 0x00, saturate=True) == (max_e5m2, DIVIDE_BY_ZERO)
+    assert ref_op("mul", "fp8_e5m2", max_e5m2, 0x40, saturate=True) == (max_e5m2, OVERFLOW | INEXACT)
+    assert ref_op("sqrt", "fp8_e5m2", inf, saturate=True) == (max_e5m2, 0)
+    assert ref_op("sub", "fp8_e5m2", inf, inf, saturate=True) == (0x7E, INVALID)          # NaNs stay
+    assert ref_op("add", "fp8_e5m2", 0x7D, 0x3C, saturate=True) == (0x7F, INVALID)
+    assert ref_convert(0xFF800000, "fp32", "fp16", saturate=True) == (0xFBFF, 0)
+    assert ref_convert(0x7F7FFFFF, "fp32", "fp16", saturate=True) == (0x7BFF, OVERFLOW | INEXACT)
+    assert ref_convert(0x7F800000, "fp32", "fp16") == (0x7C00, 0)
+
+
+def test_hand_infinities_into_formats_without_them():
+    pinf, ninf = 0x7F800000, 0xFF800000
+    assert ref_convert(pinf, "fp32", "fp8_e4m3fn") == (0x7F, INVALID)
+    assert ref_convert(ninf, "fp32", "fp8_e4m3fn") == (0xFF, INVALID)
+    assert ref_convert(ninf, "fp32", "fp8_e4m3fn", saturate=True) == (0xFE, INVALID)
+    assert ref_convert(ninf, "fp32", "fp8_e5m2fnuz") == (0x80, INVALID)
+    assert ref_convert(ninf, "fp32", "fp8_e5m2fnuz", saturate=True) == (0xFF, INVALID)
+    assert ref_convert(pinf, "fp32", "fp4_e2m1") == (0x7, INVALID)
+    # the mode does not matter: inf is not a rounding, it has no representation
+    assert ref_convert(pinf, "fp32", "fp8_e4m3fn", rounding="rtz") == (0x7F, INVALID)
+
+
+def test_hand_e8m0():
+    # conversions in: powers of two, 1.5 * 2**k ties to the larger (both neighbours' significands
+    # are 1, "to even" picks neither; ml_dtypes and torch do the same), no zero, no sign
+    assert ref_from_float(1.0, "e8m0") == (0x7F, 0)
+    assert ref_from_float(1.5, "e8m0") == (0x80, INEXACT)
+    assert ref_from_float(3.0, "e8m0") == (0x81, INEXACT)
+    assert ref_from_float(1.4, "e8m0") == (0x7F, INEXACT)
+    assert ref_from_float(0.0, "e8m0") == (0xFF, INVALID)
+    assert ref_from_float(-0.0, "e8m0") == (0xFF, INVALID)
+    assert ref_from_float(-1.0, "e8m0") == (0xFF, INVALID)
+    assert ref_from_float(math.inf, "e8m0") == (0xFF, INVALID)
+    assert ref_from_float(math.inf, "e8m0", saturate=True) == (0xFE, INVALID)
+    assert ref_from_float(-math.inf, "e8m0", saturate=True) == (0xFF, INVALID)
+    assert ref_from_float(math.nan, "e8m0") == (0xFF, 0)
+    assert ref_convert(0x7D00, "fp16", "e8m0") == (0xFF, INVALID)                     # sNaN
+    assert ref_from_float(2.0 ** 127 * 1.5, "e8m0") == (0xFF, OVERFLOW | INEXACT)
+    assert ref_from_float(2.0 ** 127 * 1.5, "e8m0", saturate=True) == (0xFE, OVERFLOW | INEXACT)
+    assert ref_from_float(2.0 ** 127 * 1.5, "e8m0", rounding="rtz") == (0xFE, INEXACT)       # truncates to max
+    assert ref_from_float(2.0 ** 128, "e8m0", rounding="rtz") == (0xFE, OVERFLOW | INEXACT)
+    assert ref_from_float(2.0 ** -130, "e8m0") == (0x00, UNDERFLOW | INEXACT)           # below 2**-127
+    assert ref_from_float(2.0 ** -128 * 1.5, "e8m0") == (0x00, INEXACT)                 # rounds to 2**-127
+    assert ref_from_float(2.0 ** -128 * 1.5, "e8m0", tininess="before") == (0x00, UNDERFLOW | INEXACT)
+    # conversions out: exact where the value fits, rounded otherwise; its NaN is +qNaN
+    assert ref_convert(0x7F, "e8m0", "fp32") == (0x3F800000, 0)
+    assert ref_convert(0x00, "e8m0", "fp32") == (0x00400000, 0)                         # 2**-127
+    assert ref_convert(0xFF, "e8m0", "fp32") == (0x7FC00000, 0)
+    assert ref_convert(0xFF, "e8m0", "fp8_e4m3fn") == (0x7F, 0)
+    assert ref_convert(0xFF, "e8m0", "fp4_e2m1") == (0x0, INVALID)
+    assert ref_convert(0x00, "e8m0", "fp16") == (0x0000, UNDERFLOW | INEXACT)
+    assert ref_convert(0xFE, "e8m0", "fp16") == (0x7C00, OVERFLOW | INEXACT)
+    assert ref_convert(0xFE, "e8m0", "fp8_e4m3fnuz") == (0x80, OVERFLOW | INEXACT)
+    assert ref_convert(0x7F, "e8m0", "e8m0") == (0x7F, 0)
+    # comparisons work, arithmetic does not
+    assert ref_op("lt", "e8m0", 0x7F, 0x80) == (True, 0)
+    assert ref_op("eq", "e8m0", 0xFF, 0xFF) == (False, 0)
+    with pytest.raises(ValueError):
+        ref_op("add", "e8m0", 0x7F, 0x7F)
+
+
+def test_hand_nan_conversions_between_encodings():
+    # sign and payload carried (aligned at the top, quieted) between ieee and fn ...
+    assert ref_convert(0xFF, "fp8_e4m3fn", "fp16") == (0xFF80, 0)
+    assert ref_convert(0x7F, "fp8_e4m3fn", "bf16") == (0x7FF0, 0)
+    assert ref_convert(0xFE00, "fp16", "fp8_e4m3fn") == (0xFF, 0)
+    assert ref_convert(0x7D00, "fp16", "fp8_e4m3fn") == (0x7F, INVALID)                 # signaling
+    # ... none from fnuz (its NaN has the sign bit: -qNaN) and e8m0 (+qNaN)
+    assert ref_convert(0x80, "fp8_e4m3fnuz", "fp32") == (0xFFC00000, 0)
+    assert ref_convert(0x80, "fp8_e5m2fnuz", "fp8_e4m3fn") == (0xFF, 0)
+    assert ref_convert(0xFF, "e8m0", "fp16") == (0x7E00, 0)
+    assert ref_convert(0x7E00, "fp16", "fp8_e5m2fnuz") == (0x80, 0)
+    # non-propagating profiles: their canonical NaN of the destination
+    assert ref_convert(0xFF, "fp8_e4m3fn", "fp16", nan="riscv") == (0x7E00, 0)
+    assert ref_convert(0xFF, "fp8_e4m3fn", "fp16", nan="cuda") == (0x7FFF, 0)
+    assert ref_convert(0xFE00, "fp16", "fp8_e4m3fn", nan="cuda") == (0x7F, 0)
+    assert ref_convert(0xFE00, "fp16", "fp8_e4m3fn", nan="x86") == (0xFF, 0)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, find, given, settings, strategies as st
 
 import softfloat16 as sf
 from softfloat16.testing import (
-    KINDS, assert_bits_equal, assert_within_ulp, bits, near_midpoint, near_overflow,
+    assert_bits_equal, assert_within_ulp, bits, kinds_of, near_midpoint, near_overflow,
     near_underflow, testfloat_bits,
 )
 
@@ -78,7 +78,8 @@ def test_bits_generates_every_class_of_both_signs(fmt):
     def collect(b):
         seen.add((kind(b, fmt), b >> (fmt.width - 1)))
     collect()
-    assert seen == {(k, s) for k in KINDS for s in (0, 1)}
+    every_kind = ("zero", "subnormal", "normal", "max_finite", "inf", "qnan", "snan")
+    assert seen == {(k, s) for k in every_kind for s in (0, 1)}
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
@@ -86,9 +87,9 @@ def test_bits_draws_only_the_requested_class(fmt):
     @settings(max_examples=300, deadline=None)
     @given(st.data())
     def check(data):
-        k = data.draw(st.sampled_from(KINDS))
+        k = data.draw(st.sampled_from(kinds_of(fmt) + ("nan",)))
         b = data.draw(bits(fmt, kinds=(k,), sign=0))
-        assert 0 <= b < fmt.sign_mask and kind(b, fmt) == k
+        assert 0 <= b < fmt.sign_mask and kind(b, fmt) in ({"qnan", "snan"} if k == "nan" else {k})
     check()
 
 
@@ -317,3 +318,256 @@ def test_strategies_compose_with_the_core(data):
     # the documented use: draw hard operands, compare the core with itself under a symmetry
     a, b = data.draw(near_midpoint(sf.fp16, "add"))
     assert_bits_equal(sf.fp16.add(a, b), sf.fp16.add(b, a), sf.fp16)
+
+
+# --- the formats of issue 10: every strategy and helper, judged by ml_dtypes and Fractions --------
+# Oracle: ml_dtypes decodes every pattern (float32 for TF32 in FP32 layout); widths and fraction
+# bits are written out here, not read from the package's Format.
+
+ML_FORMATS = {  # name: (ml_dtypes dtype, pattern width, fraction bits)
+    "fp8_e5m2": ("float8_e5m2", 8, 2), "fp8_e4m3fn": ("float8_e4m3fn", 8, 3),
+    "fp8_e4m3fnuz": ("float8_e4m3fnuz", 8, 3), "fp8_e5m2fnuz": ("float8_e5m2fnuz", 8, 2),
+    "fp6_e2m3": ("float6_e2m3fn", 6, 3), "fp6_e3m2": ("float6_e3m2fn", 6, 2),
+    "fp4_e2m1": ("float4_e2m1fn", 4, 1), "e8m0": ("float8_e8m0fnu", 8, 0),
+    "tf32_fp32": ("float32", 32, 10),
+}
+NEW = [sf.format(name) for name in ML_FORMATS]
+ARITHMETIC = [f for f in NEW if f.name != "e8m0"]  # E8M0 has no arithmetic, so no operands to build
+
+
+def ml_dtype(name: str):
+    import ml_dtypes
+    return np.dtype(np.float32) if name == "tf32_fp32" else np.dtype(getattr(ml_dtypes, ML_FORMATS[name][0]))
+
+
+def ml_value(b: int, name: str) -> float:
+    dtype_name, width, _ = ML_FORMATS[name]
+    assert 0 <= b < 1 << width, f"{b:#x} is not a {width}-bit pattern"
+    if name == "tf32_fp32":
+        assert b & 0x1FFF == 0, f"{b:#x}: TF32 in FP32 layout has its low 13 bits zero"
+        with np.errstate(invalid="ignore"):
+            return float(np.array([b], np.uint32).view(np.float32)[0])
+    return float(np.array([b], np.uint8).view(ml_dtype(name))[0])
+
+
+class _Tf32Info:  # TF32: float32's exponent range, 10 fraction bits
+    max, smallest_normal, smallest_subnormal = (2 - 2.0**-10) * 2.0**127, 2.0**-126, 2.0**-136
+
+
+def ml_info(name: str):
+    import ml_dtypes
+    return _Tf32Info if name == "tf32_fp32" else ml_dtypes.finfo(ml_dtype(name))
+
+
+def ml_kind(b: int, name: str) -> str:
+    """The kind of a pattern as ``bits`` names them, from ml_dtypes' value."""
+    v, info = ml_value(b, name), ml_info(name)
+    if math.isnan(v):
+        if name in ("fp8_e5m2", "tf32_fp32"):  # IEEE: the top fraction bit says quiet
+            return "qnan" if b & {"fp8_e5m2": 1 << 1, "tf32_fp32": 1 << 22}[name] else "snan"
+        return "nan"
+    if math.isinf(v):
+        return "inf"
+    if v == 0:
+        return "zero"
+    if abs(v) == float(info.max):
+        return "max_finite"
+    return "subnormal" if abs(v) < float(info.smallest_normal) else "normal"
+
+
+def collect(strategy, n: int = 200) -> list:
+    drawn = []
+
+    @settings(max_examples=n, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def run(x):
+        drawn.append(x)
+    run()
+    return drawn
+
+
+def sign_of(b: int, name: str) -> int:
+    return 0 if name == "e8m0" else b >> (ML_FORMATS[name][1] - 1)
+
+
+@pytest.mark.parametrize("fmt", NEW, ids=lambda f: f.name)
+def test_bits_draws_each_kind_of_the_new_formats_and_only_that(fmt):
+    info = ml_info(fmt.name)
+    extras = ("min_normal",) if fmt.name == "e8m0" else ("min_subnormal", "min_normal")
+    for k in kinds_of(fmt) + extras:
+        for b in collect(bits(fmt, kinds=(k,)), 60):
+            got = ml_kind(b, fmt.name)  # also checks the pattern is one of the format's
+            if k == "min_subnormal":
+                assert abs(ml_value(b, fmt.name)) == float(info.smallest_subnormal), hex(b)
+            elif k == "min_normal":
+                assert abs(ml_value(b, fmt.name)) == float(info.smallest_normal), hex(b)
+            else:
+                assert got == k, (k, hex(b), got)
+
+
+@pytest.mark.parametrize("fmt", NEW, ids=lambda f: f.name)
+def test_bits_default_draws_every_kind_and_sign_the_format_has(fmt):
+    drawn = collect(bits(fmt), 600)
+    seen = {(ml_kind(b, fmt.name), sign_of(b, fmt.name)) for b in drawn}
+    # every (kind, sign) the format has, from ml_dtypes' own values
+    _, width, _ = ML_FORMATS[fmt.name]
+    every = range(1 << width) if width <= 8 else [int(x) << 13 for x in range(1 << 19)]
+    possible = {(ml_kind(b, fmt.name), sign_of(b, fmt.name)) for b in every}
+    assert seen == possible
+    if fmt.name in ("fp8_e4m3fnuz", "fp8_e5m2fnuz"):
+        assert ("zero", 1) not in seen and all(b != 0x80 or ml_kind(b, fmt.name) == "nan" for b in drawn)
+
+
+@pytest.mark.parametrize("fmt, kinds, sign, message", [
+    (sf.fp8_e4m3fn, ("inf",), None, "fp8_e4m3fn (fn encoding) has no infinity"),
+    (sf.fp8_e4m3fn, ("snan",), None, "no quiet/signaling NaNs, only kind 'nan'"),
+    (sf.fp8_e4m3fnuz, ("qnan",), None, "no quiet/signaling NaNs"),
+    (sf.fp8_e4m3fnuz, ("zero",), 1, "has no -0"),
+    (sf.fp6_e2m3, ("nan",), None, "fp6_e2m3 (finite encoding) has no NaN"),
+    (sf.fp4_e2m1, ("inf", "normal"), None, "has no infinity"),
+    (sf.e8m0, ("zero",), None, "no zero and no subnormals"),
+    (sf.e8m0, ("subnormal",), None, "no zero and no subnormals"),
+    (sf.e8m0, ("normal",), 1, "unsigned"),
+    (sf.fp16, ("normal",), 2, "sign"),
+])
+def test_bits_refuses_kinds_the_format_lacks(fmt, kinds, sign, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        bits(fmt, kinds=kinds, sign=sign)
+
+
+@pytest.mark.parametrize("fmt", NEW, ids=lambda f: f.name)
+def test_testfloat_bits_are_patterns_of_the_format(fmt):
+    _, width, fbits = ML_FORMATS[fmt.name]
+    shift = 13 if fmt.name == "tf32_fp32" else 0
+    drawn = collect(testfloat_bits(fmt), 300)
+    for b in drawn:
+        ml_kind(b, fmt.name)  # asserts the width (and TF32's zero low bits)
+    exponents = {(b >> (shift + fbits)) & ((1 << (width - shift - fbits - (fmt.name != "e8m0"))) - 1) for b in drawn}
+    assert 0 in exponents and max(exponents) == (1 << (width - shift - fbits - (fmt.name != "e8m0"))) - 1
+    assert {sign_of(b, fmt.name) for b in drawn} == ({0} if fmt.name == "e8m0" else {0, 1})
+
+
+# Exact values and the spacing of values, from the sorted table of ml_dtypes' values.
+
+def ml_positive_values(name: str) -> list[Fraction]:
+    _, width, _ = ML_FORMATS[name]
+    if name == "tf32_fp32":
+        raise AssertionError("not tabulated")
+    values = {Fraction(v) for v in (ml_value(b, name) for b in range(1 << width)) if math.isfinite(v) and v > 0}
+    ordered = sorted(values)
+    # the grid of rounding with an unbounded exponent continues at the top spacing to the end of
+    # max finite's binade (E4M3FN: 448, then 480 and 512, where no pattern exists)
+    spacing, binade_end = ordered[-1] - ordered[-2], Fraction(2) ** (math.floor(math.log2(ordered[-1])) + 1)
+    while ordered[-1] < binade_end:
+        ordered.append(ordered[-1] + spacing)
+    return ordered
+
+
+def ml_exact(name: str, b: int) -> Fraction:
+    v = ml_value(b, name)
+    assert math.isfinite(v), f"{b:#x} is not finite"
+    return Fraction(v)
+
+
+def bracket(x: Fraction, name: str) -> tuple[Fraction, Fraction]:
+    """Consecutive values lo <= |x| < hi of the format (0 below the smallest subnormal)."""
+    if name == "tf32_fp32":  # an IEEE binary format with p = 11, emin = -126
+        e = max(math.floor(math.log2(abs(x))) if x else -126, -126)
+        while Fraction(2) ** e > abs(x) and e > -126:
+            e -= 1
+        while Fraction(2) ** (e + 1) <= abs(x):
+            e += 1
+        u = Fraction(2) ** (e - 10)
+        lo = (abs(x) // u) * u
+        return lo, lo + u
+    table = [Fraction(0)] + ml_positive_values(name)
+    import bisect
+    i = bisect.bisect_right(table, abs(x)) - 1
+    return table[i], table[i + 1]
+
+
+def offset_from_midpoint(x: Fraction, name: str) -> Fraction:
+    lo, hi = bracket(x, name)
+    return (abs(x) - lo) / (hi - lo) - Fraction(1, 2)
+
+
+def exact_result(op: str, operands, name: str) -> Fraction:
+    v = [ml_exact(name, b) for b in operands]
+    return {"add": lambda: v[0] + v[1], "sub": lambda: v[0] - v[1], "mul": lambda: v[0] * v[1],
+            "div": lambda: v[0] / v[1]}[op]()
+
+
+@pytest.mark.parametrize("fmt", ARITHMETIC, ids=lambda f: f.name)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_near_midpoint_in_the_new_formats(fmt, op):
+    p = ML_FORMATS[fmt.name][2] + 1
+    for where in ("on", "near"):
+        for operands in collect(near_midpoint(fmt, op, where=(where,)), 40):
+            x = exact_result(op, operands, fmt.name)
+            offset = offset_from_midpoint(x, fmt.name)
+            assert abs(offset) <= Fraction(1, 2 ** (p - 2)) and abs(offset) != Fraction(1, 2), (operands, offset)
+            assert (offset == 0) == (where == "on"), (where, [hex(b) for b in operands], offset)
+
+
+@pytest.mark.parametrize("fmt", ARITHMETIC, ids=lambda f: f.name)
+def test_near_midpoint_sqrt_in_the_new_formats(fmt):
+    p = ML_FORMATS[fmt.name][2] + 1
+    for (a,) in collect(near_midpoint(fmt, "sqrt", where=("near",)), 40):
+        v = ml_exact(fmt.name, a)
+        assert v > 0
+        root = Fraction(math.isqrt(int(v * 4**200)), 2**200)  # within 2^-200 below sqrt(v)
+        lo, hi = bracket(root, fmt.name)
+        m = (lo + hi) / 2
+        epsilon = (hi - lo) / 2 ** (p - 2)
+        assert (m - epsilon) ** 2 < v < (m + epsilon) ** 2 and v != m * m, hex(a)
+
+
+@pytest.mark.parametrize("fmt", ARITHMETIC, ids=lambda f: f.name)
+def test_near_overflow_and_underflow_in_the_new_formats(fmt):
+    name = fmt.name
+    info = ml_info(name)
+    biggest, smallest_normal = Fraction(float(info.max)), Fraction(float(info.smallest_normal))
+    lo, hi = bracket(biggest, name)
+    top_spacing = hi - lo
+    for b in collect(near_overflow(fmt), 40):
+        assert ml_kind(b, name) in ("normal", "max_finite")
+        assert abs(ml_exact(name, b)) >= biggest - 16 * top_spacing
+    for b in collect(near_underflow(fmt), 40):
+        assert ml_kind(b, name) in ("zero", "subnormal", "normal")
+        assert abs(ml_exact(name, b)) <= 2 * smallest_normal
+    for op in ("add", "sub", "mul", "div"):
+        for operands in collect(near_overflow(fmt, op), 20):
+            assert biggest - 2 * top_spacing <= abs(exact_result(op, operands, name)) <= biggest + 2 * top_spacing
+        for operands in collect(near_underflow(fmt, op), 20):
+            assert abs(exact_result(op, operands, name)) <= smallest_normal * Fraction(9, 8)
+
+
+def test_the_constructing_strategies_refuse_e8m0():
+    for make in (lambda: near_midpoint(sf.e8m0, "mul"), lambda: near_overflow(sf.e8m0, "add"),
+                 lambda: near_underflow(sf.e8m0, "div")):
+        with pytest.raises(ValueError, match="e8m0 is a scale format without arithmetic"):
+            make()
+    assert {ml_kind(b, "e8m0") for b in collect(near_underflow(sf.e8m0), 50)} == {"normal"}
+
+
+def test_assertion_helpers_in_the_new_formats():
+    import ml_dtypes
+    # float arrays of the format's ml_dtypes type are read as their bits
+    assert_bits_equal(np.array([448.0, -0.0], ml_dtypes.float8_e4m3fn), [0x7E, 0x80], sf.fp8_e4m3fn)
+    assert_bits_equal([0x7F], [0xFF], sf.fp8_e4m3fn)  # the two NaNs: one class
+    with pytest.raises(AssertionError, match="0xff = nan"):
+        assert_bits_equal([0x7F], [0xFF], sf.fp8_e4m3fn, nan="strict")
+    with pytest.raises(AssertionError) as info:  # FNUZ: 0x80 is the NaN, not -0
+        assert_bits_equal([0x80], [0x00], sf.fp8_e4m3fnuz)
+    assert "actual   0x80 = nan [1 0000 000] nan" in str(info.value)
+    with pytest.raises(AssertionError, match="ulp distance 0"):  # FP4 has -0: 0 ulp, but other bits
+        assert_bits_equal([0x8], [0x0], sf.fp4_e2m1)
+    assert_within_ulp([0x8, 0x7], [0x0, 0x6], sf.fp4_e2m1, ulp=1)
+    assert_within_ulp([0x3F802000], [0x3F800000], sf.tf32_fp32, ulp=1)
+    with pytest.raises(AssertionError, match="ulp distance 2"):
+        assert_within_ulp([0x3F804000], [0x3F800000], sf.tf32_fp32, ulp=1)
+    with pytest.raises(AssertionError, match=r"\[11111110\]"):
+        assert_within_ulp([0x80, 0xFE], [0x81, 0xFF], sf.e8m0, ulp=1)
+    with pytest.raises(ValueError, match="6-bit"):
+        assert_bits_equal([0x40], [0x00], sf.fp6_e3m2)

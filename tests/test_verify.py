@@ -361,3 +361,325 @@ def test_progress_is_a_tqdm_bar_on_a_terminal_and_a_line_every_30_s_in_a_log():
     bar = verify_module.Progress(job, False, stream=silent)
     bar.update(1 << 20, 0, final=True)
     assert silent.getvalue() == ""
+
+
+# --- the formats of 8 bits or fewer (issue 10), against an oracle written from the spec -------------
+# Values come from ml_dtypes' decoding; the special results from docs/formats-spec.md, spelled out
+# here: the overflow value by encoding and `saturate`, x/0 and inf where there is no inf, NaN results
+# (+0 in FP6/FP4), no -0 in the FNUZ formats, round to odd toward zero on overflow.
+
+SMALL = {"fp8_e5m2": ("float8_e5m2", "ieee"), "fp8_e4m3fn": ("float8_e4m3fn", "fn"),
+         "fp8_e4m3fnuz": ("float8_e4m3fnuz", "fnuz"), "fp8_e5m2fnuz": ("float8_e5m2fnuz", "fnuz"),
+         "fp6_e2m3": ("float6_e2m3fn", "finite"), "fp6_e3m2": ("float6_e3m2fn", "finite"),
+         "fp4_e2m1": ("float4_e2m1fn", "finite")}
+
+
+class SmallFormat:
+    """What the oracle knows of a format: ml_dtypes' value of every pattern, and the spec's encoding."""
+
+    def __init__(self, name: str):
+        import ml_dtypes
+        dtype_name, self.encoding = SMALL[name]
+        self.dtype = np.dtype(getattr(ml_dtypes, dtype_name))
+        self.width = {"float6": 6, "float4": 4}.get(dtype_name[:6], 8)
+        self.sign = 1 << (self.width - 1)
+        self.floats = np.arange(1 << self.width, dtype=np.uint8).view(self.dtype).astype(np.float64)
+        pairs = {}
+        for b, v in enumerate(self.floats):
+            if np.isfinite(v) and not (v == 0 and b):  # +0 stands for both zeros
+                pairs[Fraction(float(v))] = b
+        self.values = sorted(pairs)
+        self.patterns = [pairs[v] for v in self.values]
+        self.max_bits = self.patterns[-1]
+        top = self.values[-1] - self.values[-2]
+        self.beyond = self.values[-1] + top  # rounding with an unbounded exponent: the next value up
+        nans = [b for b, v in enumerate(self.floats) if np.isnan(v)]
+        self.nan_of_sign = {s: next((b for b in nans if (b >= self.sign) == s), None) for s in (False, True)}
+        infs = [b for b, v in enumerate(self.floats) if np.isinf(v)]
+        self.inf = min(infs) if infs else None
+
+    def decode(self, b: int):
+        v = float(self.floats[b])
+        if np.isnan(v):
+            return "nan"
+        if np.isinf(v):
+            return "-inf" if v < 0 else "inf"
+        return Fraction(v)
+
+    def overflow_value(self, negative: bool, saturate: bool) -> int:
+        sign = self.sign if negative else 0
+        if saturate or self.encoding == "finite":
+            return sign | self.max_bits
+        if self.encoding == "ieee":
+            return sign | self.inf
+        if self.encoding == "fn":
+            return self.nan_of_sign[negative]
+        return self.nan_of_sign[True]  # fnuz: 0x80, its only NaN
+
+    def zero(self, negative: bool) -> int:
+        return self.sign if negative and self.encoding != "fnuz" else 0
+
+    def round(self, x: Fraction, mode: str, zero_negative: bool, saturate: bool) -> int:
+        negative = x < 0
+        if x == 0:
+            return self.zero(zero_negative)
+        m = abs(x)
+        lo_index = bisect.bisect_right(self.values, m) - 1   # values includes 0 and max finite
+        lo = self.values[lo_index]
+        if lo == m:
+            return self.patterns[lo_index] | (self.sign if negative else 0) if m else self.zero(negative)
+        if lo_index == len(self.values) - 1:   # beyond max finite
+            hi, hi_bits, hi_odd = self.beyond, None, not (self.max_bits & 1)
+        else:
+            hi, hi_bits = self.values[lo_index + 1], self.patterns[lo_index + 1]
+            hi_odd = bool(hi_bits & 1)
+        lo_bits = self.patterns[lo_index]
+        lo_odd = bool(lo_bits & 1)
+        if m > hi:  # only beyond: at or past the next value up, every mode but toward zero overflows
+            up = True
+        elif mode in ("rne", "rna"):
+            twice = 2 * m
+            up = twice > lo + hi or (twice == lo + hi and (mode == "rna" or lo_odd))
+        else:
+            up = {"rtz": False, "rup": not negative, "rdn": negative, "rod": not lo_odd and hi_odd}[mode]
+        toward_zero = mode in ("rtz", "rod") or (mode == "rup" and negative) or (mode == "rdn" and not negative)
+        if up and hi_bits is None:
+            if toward_zero:
+                return self.max_bits | (self.sign if negative else 0)
+            return self.overflow_value(negative, saturate)
+        bits = hi_bits if up else lo_bits
+        if bits == 0:
+            return self.zero(negative)  # a tiny x rounded to zero keeps its sign (FNUZ: +0)
+        return bits | (self.sign if negative else 0)
+
+    def round_sqrt(self, v: Fraction, mode: str) -> int:
+        """sqrt(v) for v > 0, by comparing squares with the values and their midpoints."""
+        i = bisect.bisect_right([t * t for t in self.values], v) - 1
+        lo, lo_bits = self.values[i], self.patterns[i]
+        if lo * lo == v:
+            return lo_bits
+        hi, hi_bits = self.values[i + 1], self.patterns[i + 1]  # a root never exceeds max finite here
+        if mode in ("rne", "rna"):
+            mid = (lo + hi) / 2
+            up = v > mid * mid or (v == mid * mid and (mode == "rna" or lo_bits & 1))
+        else:
+            up = {"rtz": False, "rup": True, "rdn": False, "rod": not lo_bits & 1}[mode]
+        return hi_bits if up else lo_bits
+
+
+@functools.cache
+def small(name: str) -> SmallFormat:
+    return SmallFormat(name)
+
+
+def small_oracle(name: str, op: str, mode: str, operands: list[int], saturate: bool):
+    """Expected bits, or 'nan' for a NaN result (in FP6/FP4, the stand-in +0)."""
+    f = small(name)
+    v = [f.decode(b) for b in operands]
+    negative = [b >= f.sign for b in operands]
+    nan = 0 if f.encoding == "finite" else "nan"
+    if "nan" in v:
+        return nan
+    if any(isinstance(t, str) for t in v) or (op == "div" and v[1] == 0):
+        # inf operands (E5M2) and x/0: IEEE's exact special results in float64
+        x = [{"inf": math.inf, "-inf": -math.inf}.get(t) if isinstance(t, str) else float(t) for t in v]
+        x = [math.copysign(0.0, -1) if t == 0 and neg else t for t, neg in zip(x, negative)]
+        with np.errstate(all="ignore"):
+            y = {"add": lambda: np.float64(x[0]) + x[1], "sub": lambda: np.float64(x[0]) - x[1],
+                 "mul": lambda: np.float64(x[0]) * x[1], "div": lambda: np.float64(x[0]) / x[1],
+                 "sqrt": lambda: np.sqrt(np.float64(x[0])), "fma": lambda: np.float64(x[0]) * x[1] + x[2]}[op]()
+        if np.isnan(y):
+            return nan
+        if np.isinf(y):  # an infinite result: the overflow value, whatever the mode
+            return f.overflow_value(bool(np.signbit(y)), saturate)
+        return f.zero(bool(np.signbit(y)))
+    if op == "sqrt":
+        if v[0] < 0:
+            return nan
+        return f.zero(negative[0]) if v[0] == 0 else f.round_sqrt(v[0], mode)
+    if op in ("add", "sub", "fma"):
+        terms = [v[0], v[1] if op == "add" else -v[1]] if op != "fma" else [v[0] * v[1], v[2]]
+        signs = ([negative[0], negative[1] != (op == "sub")] if op != "fma"
+                 else [negative[0] != negative[1], negative[2]])
+        x = terms[0] + terms[1]
+        zero_negative = signs[0] if terms[0] == 0 and terms[1] == 0 and signs[0] == signs[1] else mode == "rdn"
+    else:
+        x = v[0] * v[1] if op == "mul" else v[0] / v[1]
+        zero_negative = negative[0] != negative[1]
+    return f.round(x, mode, zero_negative, saturate)
+
+
+def small_operands(name: str, n: int, arity: int, seed: int) -> list[np.ndarray]:
+    """Random patterns, a third of them edges: zeros, min subnormal/normal, max finite, specials."""
+    f = small(name)
+    rng = np.random.default_rng(seed)
+    edges = sorted({0, 1, f.patterns[1], f.max_bits, f.max_bits - 1, f.sign - 1}
+                   | {b for b in range(1 << f.width) if not np.isfinite(f.floats[b])})
+    edges += [f.patterns[f.values.index(1)]]  # 1.0
+    out = []
+    for _ in range(arity):
+        x = rng.integers(0, 1 << f.width, n)
+        pick = rng.random(n) < 0.35
+        x[pick] = np.array(edges)[rng.integers(0, len(edges), pick.sum())] ^ (rng.integers(0, 2, pick.sum()) * f.sign)
+        out.append(x.astype(np.uint8))
+    return out
+
+
+def check_against_small_oracle(name, op, mode, saturate, operands, got, context):
+    f = small(name)
+    for i in range(got.size):
+        case = [int(x[i]) for x in operands]
+        want = small_oracle(name, op, mode, case, saturate)
+        g = int(got[i])
+        if want == "nan":
+            assert np.isnan(f.floats[g]), (context, [hex(c) for c in case], hex(g))
+        else:
+            assert g == want, (context, [hex(c) for c in case], hex(g), hex(want))
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+@pytest.mark.parametrize("op", list(ARITY))
+def test_reference_matches_the_spec_oracle_in_the_small_formats(name, op):
+    fmt = sf.format(name)
+    if name == "fp4_e2m1" and op != "fma":  # every operand pair
+        grid = np.indices((16,) * ARITY[op]).reshape(ARITY[op], -1)
+        operands = [x.astype(np.uint8) for x in grid]
+    else:
+        operands = small_operands(name, 150, ARITY[op], seed=sum(map(ord, name + op)))
+    for mode in MODES:
+        for saturate in (False, True):
+            methods = ("auto", "exact") if mode == "rne" and op != "fma" else ("auto",)
+            for method in methods:
+                got, _ = reference.reference(fmt, op, mode, operands, method=method, saturate=saturate)
+                check_against_small_oracle(name, op, mode, saturate, operands, got, (op, mode, saturate, method))
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_conversions_into_the_small_formats_match_the_spec_oracle(name):
+    fmt = sf.format(name)
+    rng = np.random.default_rng(7)
+    f16 = np.concatenate([rng.integers(0, 1 << 16, 300), [0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x8000, 0x0001]])
+    source = f16.astype(np.uint16)
+    for mode in MODES:
+        for saturate in (False, True):
+            got, _ = reference.reference(fmt, "convert", mode, [source], src=sf.fp16, saturate=saturate)
+            f = small(name)
+            for b, g in zip(source.tolist(), got.tolist()):
+                x = decode(b, sf.fp16)
+                if x == "nan":
+                    want = 0 if f.encoding == "finite" else "nan"
+                elif isinstance(x, str):
+                    want = f.overflow_value(x == "-inf", saturate)
+                else:
+                    want = f.round(x, mode, b >= 0x8000, saturate)
+                if want == "nan":
+                    assert np.isnan(f.floats[g]) and (f.encoding == "fnuz" or (g >= f.sign) == (b >= 0x8000))
+                else:
+                    assert g == want, (name, mode, saturate, hex(b), hex(g), hex(want))
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_hardware_and_exact_references_agree_on_every_pair(name):
+    # two methods that share nothing: float32 + ml_dtypes' conversion, and exact signs
+    fmt = sf.format(name)
+    n = 1 << fmt.width
+    a, b = (x.astype(np.uint8) for x in np.divmod(np.arange(n * n), n))
+    for op in ("add", "sub", "mul", "div", "sqrt"):
+        operands = [np.arange(n, dtype=np.uint8)] if op == "sqrt" else [a, b]
+        for saturate in (False, True):
+            hardware, _ = reference.reference(fmt, op, "rne", operands, method="hardware", saturate=saturate)
+            exact_, settled = reference.reference(fmt, op, "rne", operands, method="exact", saturate=saturate)
+            assert np.array_equal(hardware, exact_) and settled == 0, (op, saturate)
+
+
+def test_the_small_grids_read_off_ml_dtypes():
+    g = reference.grid(sf.fp8_e4m3fn)
+    assert (g.top, g.bias, g.emin, g.emax) == (0x7F, 7, -6, 8) and g.line[-1] == 480 and g.line[-2] == 448
+    g = reference.grid(sf.fp8_e4m3fnuz)
+    assert (g.top, g.bias, g.emin, g.emax) == (0x80, 8, -7, 7) and g.line[-1] == 256
+    g = reference.grid(sf.fp4_e2m1)
+    assert (g.top, g.bias, g.line[-1]) == (8, 1, 8.0) and list(g.line[8:]) == [0, .5, 1, 1.5, 2, 3, 4, 6, 8]
+
+
+@pytest.mark.parametrize("fmt, op, mode, saturate", [
+    ("fp8_e4m3fn", "mul", "rod", False), ("fp8_e4m3fn", "add", "rne", True), ("fp8_e4m3fnuz", "div", "rup", False),
+    ("fp8_e5m2fnuz", "sub", "rdn", True), ("fp6_e2m3", "div", "rtz", False), ("fp6_e3m2", "sqrt", "rna", True),
+    ("fp4_e2m1", "fma", "rne", False), ("fp8_e5m2", "div", "rne", True),
+])
+def test_verify_exhaustive_small_formats(fmt, op, mode, saturate):
+    s = verify(fmt, op, mode, exhaustive=True, workers=1, saturate=saturate, strict_nan=True)
+    width = sf.format(fmt).width
+    per_c = 1 << (width * (1 if op == "sqrt" else 2))
+    assert s.mismatches == 0 and s.cases == per_c * max(1, len(s.job.fma_c))
+
+
+def test_verify_finds_errors_injected_into_the_small_formats(monkeypatch):
+    original = sf.Format.mul
+
+    def ignores_saturate(self, *operands, **options):
+        options.pop("saturate", None)
+        return original(self, *operands, **options)
+    monkeypatch.setattr(sf.Format, "mul", ignores_saturate)
+    s = verify("fp8_e4m3fn", "mul", "rne", exhaustive=True, workers=1, saturate=True)
+    assert s.mismatches > 0 and all(x["reference"] in ("0x7e", "0xfe") for x in s.examples)
+    assert verify("fp8_e4m3fn", "mul", "rne", exhaustive=True, workers=1).mismatches == 0
+    monkeypatch.setattr(sf.Format, "mul", original)
+
+    def negative_zero(operands, result):  # an FNUZ "-0": the NaN
+        a, b = operands
+        result[(result == 0) & ((a ^ b) & 0x80 != 0) & (a != 0x80) & (b != 0x80)] = 0x80
+    _inject(monkeypatch, "mul", negative_zero)
+    s = verify("fp8_e5m2fnuz", "mul", "rtz", exhaustive=True, workers=1)
+    assert s.mismatches > 0 and {x["core"] for x in s.examples} == {"0x80"}
+    assert {x["reference"] for x in s.examples} == {"0x00"}
+
+
+def test_verify_stochastic_rounding_with_explicit_random_words(monkeypatch):
+    s = verify("fp8_e4m3fn", "add", "sr", exhaustive=True, workers=1, sr_bits=3, saturate=True)
+    assert (s.cases, s.mismatches) == (65536, 0) and s.settled > 60000
+    assert "sr (3-bit random integers) saturate" in format_summary(s) and "reference: fractions" in format_summary(s)
+    assert verify("fp4_e2m1", "sqrt", "sr", exhaustive=True, workers=1, sr_bits=1).mismatches == 0
+    assert verify("bf16", "div", "sr", sample=3000, workers=1).mismatches == 0
+
+    original = sf.Format.add
+
+    def other_words(self, *operands, **options):  # the core reads other random bits: caught
+        options["random_bits"] = np.asarray(options["random_bits"]) ^ np.uint32(1 << 31)
+        return original(self, *operands, **options)
+    monkeypatch.setattr(sf.Format, "add", other_words)
+    assert verify("fp8_e5m2", "add", "sr", exhaustive=True, workers=1, sr_bits=1).mismatches > 1000
+
+
+def test_job_validation_of_the_new_options():
+    with pytest.raises(ValueError, match="convert: supported between"):
+        Job("e8m0", "convert", "rne", source="fp32")
+    with pytest.raises(ValueError, match="format"):
+        Job("e8m0", "add", "rne")
+    with pytest.raises(ValueError, match="sr_bits"):
+        Job("fp8_e4m3fn", "add", "sr", sr_bits=33)
+    with pytest.raises(ValueError, match="no hardware reference"):
+        Job("fp8_e4m3fn", "add", "sr", method="hardware")
+    with pytest.raises(ValueError, match="never overflows"):
+        Job("fp32", "convert", "rne", source="fp16", saturate=True)
+    assert Job("fp8_e4m3fnuz", "fma", "rne", exhaustive=True).fma_c == (0, 0x01, 0x40, 0xC0, 0x7F, 0x08, 0x88)
+    assert "0x80" not in Job("fp8_e5m2fnuz", "fma", "rne", exhaustive=True).title()
+    # checkpoints written before saturate/sr_bits existed keep their key
+    assert "saturate" not in verify_module._job_key(Job("fp16", "add", "rne"))
+    assert verify_module._job_key(Job("fp16", "add", "sr", sr_bits=4))["sr_bits"] == 4
+
+
+def test_stochastic_rounding_rows_do_not_depend_on_workers_or_chunking(monkeypatch):
+    # each chunk draws its random words from the seed and its own case range
+    monkeypatch.setattr(verify_module, "CHUNK", 1 << 12)
+    monkeypatch.setattr(verify_module, "BLOCK", 1 << 10)
+
+    def flip(operands, result):
+        result[(operands[0] & 0x3FF) == 5] ^= 1
+    _inject(monkeypatch, "mul", flip)
+    one = verify("fp16", "mul", "sr", sample=1 << 14, workers=1, sr_bits=5)
+    two = verify("fp16", "mul", "sr", sample=1 << 14, workers=2, sr_bits=5)
+    assert one.job.chunks == 4 and one.mismatches > 0
+    assert (one.mismatches, one.examples) == (two.mismatches, two.examples)
+    words = [verify_module._random_words(one.job, c, c << 12, 4) for c in range(2)]
+    assert not np.array_equal(words[0], words[1])
+    assert np.array_equal(words[0], verify_module._random_words(one.job, 0, 0, 4))

@@ -44,7 +44,7 @@ def convert(bits, options, random):
     if cls == NAN:
         return convert_nan(sign, sig, is_signaling_bits(bits, src_ebits, src_fbits, src_encoding), options)
     if options.encoding == E8M0 and (cls == ZERO or sign == 1):
-        return special_options(INF, 0, options), INVALID  # no zero, no sign: NaN (E8M0's overflow value)
+        return overflow_bits(0, 8, 0, E8M0, False), INVALID  # no zero, no sign: NaN, even when saturating
     special = special_options(cls, sign, options)
     # An infinity into a format without one has no representation (INVALID), even saturated.
     return special, INVALID if cls == INF and options.encoding != IEEE else 0

@@ -154,7 +154,7 @@ def pack_normal(sign, e_res, rounded, inexact, ok, ebits, fbits):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def mul_normal(a, b, ebits, fbits, rounding, random, sr_bits):
+def mul_normal(a, b, ebits, fbits, rounding, random=0, sr_bits=32):
     """a * b of two normal numbers -> (bits, flags, ok). The product is exact, so stochastic
     rounding finds all its discarded bits here too."""
     bias = (1 << (ebits - 1)) - 1
