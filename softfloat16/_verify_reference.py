@@ -166,18 +166,10 @@ def nan_result(fmt: Format) -> int:
 
 
 def overflow_value(fmt: Format, negative: np.ndarray, saturate: bool) -> np.ndarray:
-    """The overflow value by sign (docs/formats-spec.md's table): ieee +-inf, fn the NaN of the
-    sign, fnuz its one NaN 0x80; the finite formats, and every format with ``saturate``, +-max
-    finite. Also the result of x/0 and of an infinite operand where there is no infinity."""
+    """Format.overflow_value for an array of signs: also the result of x/0 and of an infinite
+    operand where there is no infinity."""
     negative = np.asarray(negative, dtype=bool)
-    sign = np.where(negative, fmt.sign_mask, 0)
-    if saturate or fmt.encoding == "finite":
-        return sign | fmt.max_finite
-    if fmt.encoding == "ieee":
-        return sign | fmt.inf
-    if fmt.encoding == "fn":
-        return sign | fmt.default_nan
-    return np.full(negative.shape, fmt.default_nan)  # fnuz: 0x80 whatever the sign
+    return np.where(negative, fmt.overflow_value(True, saturate), fmt.overflow_value(False, saturate))
 
 
 def encode_specials(fmt: Format, loop_out: np.ndarray, saturate: bool = False) -> np.ndarray:

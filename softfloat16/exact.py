@@ -108,20 +108,6 @@ def _overflow_is_max_finite(mode: Rounding | _Stochastic, negative: bool) -> boo
     return mode in (Rounding.RTZ, Rounding.ROD) or mode == (Rounding.RUP if negative else Rounding.RDN)
 
 
-def _overflow_value(fmt: Format, negative: bool, saturate: bool) -> int:
-    """The bits of the overflow value of this sign (docs/formats-spec.md's table): inf in ieee, the
-    NaN of the sign in fn, the one NaN in fnuz (0x80) and e8m0 (0xFF), max finite in the finite
-    formats or with ``saturate``."""
-    sign = fmt.sign_mask if negative else 0
-    if saturate or fmt.encoding == "finite":
-        return sign | fmt.max_finite
-    if fmt.encoding == "ieee":
-        return sign | fmt.inf
-    if fmt.encoding == "fn":
-        return sign | fmt.default_nan
-    return fmt.default_nan  # fnuz, e8m0: one NaN
-
-
 def _significand_limit(fmt: Format) -> int:
     """The significand (with its leading one, ``precision`` bits) of the largest finite value: the
     formats without infinities use the top exponent for numbers, fn all but its NaN pattern."""
@@ -203,7 +189,7 @@ def round_fraction(value: Rational | int, fmt: Format | str, rounding: str | Rou
     significand >>= carry
     if (rounded_exponent, significand) > (fmt.emax, _significand_limit(fmt)):
         toward_zero = _overflow_is_max_finite(mode, negative)
-        return _overflow_value(fmt, negative, saturate or toward_zero), Flag.OVERFLOW | Flag.INEXACT
+        return fmt.overflow_value(negative, saturate or toward_zero), Flag.OVERFLOW | Flag.INEXACT
     tiny = (exponent if before else rounded_exponent) < fmt.emin
     if unsigned and rounded_exponent < fmt.emin:
         # No zero and no subnormals: the smallest value 2**-127 (pattern 0) stands in.

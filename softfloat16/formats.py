@@ -187,6 +187,24 @@ class Format:
         return {"ieee": self.exponent_mask | self.quiet_bit, "fn": self.magnitude_mask, "fnuz": self.sign_mask,
                 "finite": None, "e8m0": self.magnitude_mask}[self.encoding]
 
+    def overflow_value(self, negative: bool = False, saturate: bool = False) -> int:
+        """Bits of what a result beyond the largest finite value becomes when it rounds away from
+        zero (docs/formats-spec.md): +-inf in IEEE formats, the NaN of the sign in fn, the one NaN
+        in fnuz and E8M0, +-max finite in the finite formats and whenever ``saturate``.
+
+        >>> import softfloat16 as sf
+        >>> [hex(f.overflow_value(negative=True)) for f in (sf.fp16, sf.fp8_e4m3fn, sf.fp8_e4m3fnuz, sf.fp4_e2m1)]
+        ['0xfc00', '0xff', '0x80', '0xf']
+        """
+        sign = self.sign_mask if negative and self.signed else 0
+        if saturate or self.encoding == "finite":
+            return sign | self.max_finite
+        if self.encoding == "ieee":
+            return sign | self.inf
+        if self.encoding == "fn":
+            return sign | self.default_nan
+        return self.default_nan  # fnuz, e8m0: one NaN
+
     # --- classification of bit patterns (vectorised) ----------------------------------------
 
     def fields(self, bits) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

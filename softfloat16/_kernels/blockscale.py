@@ -115,6 +115,29 @@ def fp32_multiply(x, y):
 
 # --- quantisation ---------------------------------------------------------------------------------
 
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def block_amax(source, start, count, src_ebits, src_fbits, src_encoding):
+    """(largest magnitude as bits, whether every element is finite) of source[start:start+count].
+
+    Magnitudes as bits order like the values. Loops over range(count) from ``start``: LLVM
+    vectorises those, where it does not vectorise range(start, stop).
+    """
+    magnitude_mask = (1 << (src_ebits + src_fbits)) - 1
+    largest = 0
+    finite = True
+    if src_encoding == IEEE:
+        for j in range(count):
+            largest = max(largest, int(source[start + j]) & magnitude_mask)
+        return largest, largest < (((1 << src_ebits) - 1) << src_fbits)
+    for j in range(count):
+        cls = unpack(source[start + j], src_ebits, src_fbits, src_encoding, 0)[0]
+        if cls == NAN or cls == INF:
+            finite = False
+        else:
+            largest = max(largest, int(source[start + j]) & magnitude_mask)
+    return largest, finite
+
 def make_mx_quantizer(src_ebits, src_fbits, src_encoding, ebits, fbits, encoding, integer, emax,
                       max_normalized, nan_fill, rounding, stochastic, fixed_block_size):
     """A compiled ``quantize(bits, random, rule, mode, block_size, sr_bits, elements, scales)`` for one
@@ -129,8 +152,6 @@ def make_mx_quantizer(src_ebits, src_fbits, src_encoding, ebits, fbits, encoding
     leading bit at bit 61 (for rceil). ``nan_fill``: the element pattern of a NaN-scale block.
     ``stochastic``: ``random`` (rows, n) holds each element's uint32 word (else it is (rows, 0)).
     """
-    magnitude_mask = (1 << (src_ebits + src_fbits)) - 1
-    inf_magnitude = ((1 << src_ebits) - 1) << src_fbits
     element_sign_shift = ebits + fbits  # (MXINT8 has no -0: its zeros are 0)
 
     @njit(cache=True, error_model="numpy")
@@ -144,22 +165,7 @@ def make_mx_quantizer(src_ebits, src_fbits, src_encoding, ebits, fbits, encoding
             for block in range(scales.shape[1]):
                 start = block * block_size
                 count = min(block_size, n - start)
-                # The block's largest magnitude (as bits: they order like the values), and whether
-                # it holds an inf or NaN. (Loops over range(count) from ``start``: LLVM vectorises
-                # those, and the element loop below, where it does not vectorise range(start, stop).)
-                largest = 0
-                finite = True
-                if src_encoding == IEEE:
-                    for j in range(count):
-                        largest = max(largest, int(source[start + j]) & magnitude_mask)
-                    finite = largest < inf_magnitude
-                else:
-                    for j in range(count):
-                        cls = unpack(source[start + j], src_ebits, src_fbits, src_encoding, 0)[0]
-                        if cls == NAN or cls == INF:
-                            finite = False
-                        else:
-                            largest = max(largest, int(source[start + j]) & magnitude_mask)
+                largest, finite = block_amax(source, start, count, src_ebits, src_fbits, src_encoding)
                 if not finite:
                     scales[row, block] = E8M0_NAN
                     for j in range(count):
@@ -201,7 +207,6 @@ def make_nvfp4_quantizer(src_ebits, src_fbits, src_encoding, rounding, stochasti
     for a zero scale), and each element fl4(fl32(x * factor)). Every fl32 is FP32 RNE; fl8 is E4M3
     RNE saturating; fl4 is E2M1 in ``mode``, saturating. A block holding inf or NaN gets the NaN
     scale 0x7F and zero elements."""
-    magnitude_mask = (1 << (src_ebits + src_fbits)) - 1
 
     @njit(cache=True, error_model="numpy")
     def quantize(bits, random, mode, block_size, sr_bits, coefficient, decode, elements, scales):
@@ -215,14 +220,7 @@ def make_nvfp4_quantizer(src_ebits, src_fbits, src_encoding, rounding, stochasti
             for block in range(scales.shape[1]):
                 start = block * block_size
                 count = min(block_size, n - start)
-                largest = 0
-                finite = True
-                for j in range(count):
-                    cls = unpack(source[start + j], src_ebits, src_fbits, src_encoding, 0)[0]
-                    if cls == NAN or cls == INF:
-                        finite = False
-                    else:
-                        largest = max(largest, int(source[start + j]) & magnitude_mask)
+                largest, finite = block_amax(source, start, count, src_ebits, src_fbits, src_encoding)
                 if not finite:
                     scales[row, block] = E4M3_NAN
                     for j in range(count):
