@@ -111,5 +111,11 @@ def test_the_documented_format_table_is_generated_from_the_formats():
         info = np.finfo(dtype)
         cells = [cell.strip() for cell in rows[name].split("|")[1:-1]]
         assert cells[1] == f"1-{info.nexp}-{info.nmant}"
-        assert cells[5] == f"2^{int(np.log2(info.tiny))}" and cells[6] == f"2^{int(np.log2(info.smallest_subnormal))}"
+        assert cells[6] == f"2^{int(np.log2(info.tiny))}" and cells[7] == f"2^{int(np.log2(info.smallest_subnormal))}"
     assert "| 65504 |" in rows["fp16"] and "(low 19 bits)" in rows["tf32"]
+    import ml_dtypes
+    for name in ("fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp6_e2m3", "fp6_e3m2", "fp4_e2m1"):
+        info = ml_dtypes.finfo(getattr(ml_dtypes, sf.format(name).float_dtype_name))
+        cells = [cell.strip() for cell in rows[name].split("|")[1:-1]]
+        assert float(cells[5]) == float(info.max) and cells[6] == f"2^{int(np.log2(float(info.smallest_normal)))}"
+    assert rows["fp8_e4m3fn"].endswith("| NaN |") and rows["fp4_e2m1"].endswith("| saturates (max) |")
