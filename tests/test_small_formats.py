@@ -3,7 +3,7 @@
 FP8 (E5M2, E4M3FN, E4M3FNUZ, E5M2FNUZ), FP6 (E2M3, E3M2) and FP4 (E2M1) have at most 256 patterns:
 every pair of operands of add/sub/mul/div in every rounding mode, with and without ``saturate``,
 bits and flags; every input of sqrt; fma on a sample; every fp16 and bf16 input, and over 10**6
-float32 inputs, converted into each of them and into E8M0; E8M0 to and from fp32, fp16, bf16 and
+float32 inputs for each format, converted into each of them and into E8M0; E8M0 to and from fp32, fp16, bf16 and
 the small formats;
 stochastic rounding with explicit random words; the NaN profiles and ftz/daz/tininess options.
 
@@ -414,7 +414,7 @@ def test_core_converts_every_16_bit_input(src, dst):
 
 
 def float32_inputs(dst: str, rng) -> np.ndarray:
-    """130,000 float32 bit patterns: half at and next to the midpoints between ``dst``'s
+    """About 1,040,000 float32 bit patterns: half at and next to the midpoints between ``dst``'s
     neighbours (ties and near-ties, also past the largest value) and its range limits; half random
     (values within and beyond the range, and any bits); both signs."""
     decoded = ev.decode(np.arange(1 << width(dst)), dst)
@@ -423,10 +423,10 @@ def float32_inputs(dst: str, rng) -> np.ndarray:
     values = np.concatenate([values, [2 * top if dst == "e8m0" else top + (top - values[-2])]])
     midpoints = np.concatenate([values, (values[:-1] + values[1:]) / 2, values[1:2] / 4, values[-1:] * 2])
     midpoints = midpoints[(midpoints > 0) & (midpoints < 3e38)].astype(np.float32).view(np.uint32).astype(np.int64)
-    near = np.resize((midpoints[:, None] + np.arange(-40, 41)[None, :]).ravel(), 34000)
+    near = np.resize((midpoints[:, None] + np.arange(-40, 41)[None, :]).ravel(), 272000)
     low, high = (-140, 20) if dst != "e8m0" else (-149, 127)
-    inside = np.ldexp(rng.random(19000) + 0.5, rng.integers(low, high, 19000)).astype(np.float32)
-    anything = rng.integers(0, 1 << 31, 12000)
+    inside = np.ldexp(rng.random(152000) + 0.5, rng.integers(low, high, 152000)).astype(np.float32)
+    anything = rng.integers(0, 1 << 31, 96000)
     specials = np.array([0, 1, 0x7F800000, 0x7FC00000, 0x7F800001, 0x7FFFFFFF, 0x7F7FFFFF, 0x00400000, 0x00600000])
     positive = np.concatenate([near, inside.view(np.uint32).astype(np.int64), anything, specials])
     positive = positive[(positive >= 0) & (positive <= 0x7FFFFFFF)]
@@ -437,7 +437,7 @@ def float32_inputs(dst: str, rng) -> np.ndarray:
 def test_core_converts_float32_inputs(dst):
     check = Comparisons()
     bits = float32_inputs(dst, np.random.default_rng(list(b"f32" + dst.encode())))
-    assert bits.size * len(CONVERSION_TARGETS) > 10**6
+    assert bits.size > 10**6
     for mode, seed, sr_bits, options in conversion_variants(4, with_sr=True):
         words = random_words(bits.shape, seed) if mode == "sr" else None
         want = ev.convert(bits, "fp32", dst, reference_options(mode, words, sr_bits, **options))
