@@ -413,7 +413,9 @@ def _scale_table(scale_format: Format) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def matmul(a: MXTensor, b: MXTensor) -> np.ndarray:
     """Block-scaled matrix product of ``a`` (M, K), quantised along its last axis, and ``b`` (K, N),
-    quantised along its first, with the same format and block size. Returns FP32 bits (uint32).
+    quantised along its first, with the same block size. The MX formats mix freely (E4M3 activations
+    times E5M2 gradients, as FP8 training does: they share the E8M0 scale); nvfp4 meets only nvfp4.
+    Returns FP32 bits (uint32).
 
     C[i, j]: for each block of K in increasing order, the exact dot product of the element values
     (exact sum of exact products), times the two block scales (exact), rounded once to FP32 (to
@@ -437,13 +439,15 @@ def matmul(a: MXTensor, b: MXTensor) -> np.ndarray:
         raise ValueError(f"a: must be quantised along its last axis (K of (M, K)), not axis {a.axis}")
     if b.axis != 0:
         raise ValueError(f"b: must be quantised along its first axis (K of (K, N)), not axis {b.axis}")
-    if a.fmt != b.fmt:
-        raise ValueError(f"b: format {b.fmt!r} differs from a's {a.fmt!r}")
+    if (a.fmt == "nvfp4") != (b.fmt == "nvfp4"):
+        raise ValueError(f"b: format {b.fmt!r} cannot meet {a.fmt!r}: nvfp4 multiplies only nvfp4 (its scales "
+                         "are E4M3 with a per-tensor FP32 scale; the MX formats' are E8M0)")
     if a.block_size != b.block_size:
         raise ValueError(f"b: block_size {b.block_size} differs from a's {a.block_size}")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"b: K = {b.shape[0]} (shape {b.shape}) differs from a's K = {a.shape[1]} (shape {a.shape})")
     sig, exp, cls, lowest = _element_table(a.element_format)
+    b_sig, b_exp, b_cls, b_lowest = _element_table(b.element_format)
     scale_sig, scale_exp, scale_nan = _scale_table(a.scale_format)
     b_elements = np.ascontiguousarray(b.elements.T)
     b_scales = np.ascontiguousarray(b.scales.T)
@@ -451,8 +455,8 @@ def matmul(a: MXTensor, b: MXTensor) -> np.ndarray:
     factor = _fp32(_fp32_value(a.tensor_scale) * _fp32_value(b.tensor_scale)) if apply_tensor_scale else 0
     out = np.empty((a.shape[0], b.shape[1]), np.uint32)
     blockscale.block_scaled_matmul(
-        sig[a.elements], exp[a.elements], cls[a.elements], sig[b_elements], exp[b_elements], cls[b_elements],
+        sig[a.elements], exp[a.elements], cls[a.elements], b_sig[b_elements], b_exp[b_elements], b_cls[b_elements],
         scale_sig[a.scales], scale_exp[a.scales], scale_nan[a.scales],
         scale_sig[b_scales], scale_exp[b_scales], scale_nan[b_scales],
-        a.block_size, 2 * lowest, apply_tensor_scale, factor, out)
+        a.block_size, lowest + b_lowest, apply_tensor_scale, factor, out)
     return out

@@ -278,8 +278,9 @@ def block_scaled_matmul(a_sig, a_exp, a_cls, b_sig, b_exp, b_cls, a_scale_sig, a
     exact dot product times its two scales rounded once to FP32; then, if ``apply_tensor_factor``,
     times ``tensor_factor`` (FP32 bits; nearest even).
 
-    Operands come decoded: element (i, k) of A is a_sig[i, k] * 2**(a_exp[i, k] + base_exp / 2)
-    with a_sig signed and a_exp >= 0 (class in a_cls: ZERO/FINITE/INF/NAN); B is transposed, (n, k).
+    Operands come decoded: element (i, k) of A is a_sig[i, k] * 2**(a_exp[i, k] + lowest_a) with a_sig
+    signed and a_exp >= 0 (class in a_cls: ZERO/FINITE/INF/NAN), B's likewise with its own format's
+    lowest exponent, base_exp = lowest_a + lowest_b; B is transposed, (n, k).
     A block scale is scale_sig * 2**scale_exp (scale_sig 0: a zero scale), or NaN. The dot product
     of a block is summed exactly in two int64 limbs: value = (high * 2**32 + low) * 2**base_exp.
     """
