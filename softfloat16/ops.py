@@ -102,13 +102,14 @@ def _run(kernel: str, fmt: Format, operands: dict, keywords: dict, out_dtype, sr
     scalar = all(np.ndim(a) == 0 for a in operands.values())
     random_source, random = _random_source(options, seed, random_bits, shape)
     n = arrays[0].size
-    if len(arrays) == 1 and arrays[0].dtype == np.uint16 and n >= _TABLE_MIN_SIZE and random_source == loops.NO_RANDOM:
-        table, flag_table = _table(kernel, options, np.dtype(out_dtype), bool(want_flags))
+    if n >= _TABLE_MIN_SIZE and random_source == loops.NO_RANDOM and _tabulated(arrays):
+        table, flag_table = _table(kernel, options, np.dtype(out_dtype), bool(want_flags), len(arrays))
         out = np.empty(n, dtype=out_dtype)
         fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
-        loops.lookup(arrays[0], table, out)
+        index = arrays[0] if len(arrays) == 1 else loops.pair_index(arrays[0], arrays[1])
+        loops.lookup(index, table, out)
         if want_flags:
-            loops.lookup(arrays[0], flag_table, fl)
+            loops.lookup(index, flag_table, fl)
         return _finish(out, fl, shape, want_flags, scalar)
     out = np.empty(n, dtype=out_dtype)
     fl = np.zeros(n if want_flags else 0, dtype=np.uint8)
@@ -123,18 +124,29 @@ def _loop_for(kernel: str, options: loops.Options, want_flags: bool, random_sour
                  loops.uses_defaults(options), bool(want_flags), random_source)
 
 
-# A unary operation on a 16-bit format reads its results from a table of all 65,536, computed
-# once per configuration by the same kernel: the lookup is several times faster than the
-# arithmetic, and worth building for arrays from this size on.
+# A unary operation on 16-bit operands, and a binary one on two 8-bit operands (FP8, FP6, FP4),
+# reads its results from a table of all 65,536 cases, computed once per configuration by the same
+# kernel: the lookup is several times faster than the arithmetic, and worth building for arrays
+# from this size on. (Not under stochastic rounding: its result depends on each element's word.)
 _TABLE_MIN_SIZE = 1 << 15
 
 
+def _tabulated(arrays: list[np.ndarray]) -> bool:
+    """Whether the operands have a table: one uint16 operand, or two uint8 ones."""
+    if len(arrays) == 1:
+        return arrays[0].dtype == np.uint16
+    return len(arrays) == 2 and arrays[0].dtype == np.uint8 and arrays[1].dtype == np.uint8
+
+
 @functools.lru_cache(maxsize=64)
-def _table(kernel: str, options: loops.Options, out_dtype: np.dtype, want_flags: bool):
+def _table(kernel: str, options: loops.Options, out_dtype: np.dtype, want_flags: bool, arity: int = 1):
+    """The results (and flags) of every 16-bit operand, or of every pair of 8-bit operands at index
+    a << 8 | b (loops.pair_index)."""
     every = np.arange(1 << 16, dtype=np.uint16)
+    operands = [every] if arity == 1 else [(every >> 8).astype(np.uint8), (every & 0xFF).astype(np.uint8)]
     table = np.empty(1 << 16, dtype=out_dtype)
     flag_table = np.zeros(1 << 16 if want_flags else 0, dtype=np.uint8)
-    _loop_for(kernel, options, want_flags)(every, _NO_WORDS, table, flag_table, options)
+    _loop_for(kernel, options, want_flags)(*operands, _NO_WORDS, table, flag_table, options)
     return table, flag_table
 
 

@@ -174,6 +174,15 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
 
 @njit(cache=True, error_model="numpy")
 def lookup(index, table, out):
-    """out[i] = table[index[i]]: ops.py's table of a unary operation's results over 16-bit inputs."""
+    """out[i] = table[index[i]]: ops.py's tables of results over every 16-bit input or 8-bit pair."""
     for i in range(out.size):
         out[i] = table[index[i]]
+
+
+@njit(cache=True, error_model="numpy")
+def pair_index(a, b):
+    """a[i] << 8 | b[i] for two uint8 arrays: the index of a pair in ops.py's table of pairs."""
+    index = np.empty(a.size, np.uint16)
+    for i in range(a.size):
+        index[i] = (np.uint16(a[i]) << np.uint16(8)) | np.uint16(b[i])
+    return index
