@@ -120,10 +120,14 @@ def matmul(
     order: str = "sequential",
     rounding: str = "rne",
     tensor_core: TensorCore | str = "h100",
+    *,
+    b_format: Format | str | None = None,
 ) -> np.ndarray:
     """``a @ b`` for bit patterns of ``fmt``: exact products, sums rounded in ``accumulate``.
 
-    ``a``: (m, k), ``b``: (k, n) bit patterns of ``fmt`` (or float arrays of its width).
+    ``a``: (m, k), ``b``: (k, n) bit patterns of ``fmt`` (or float arrays of its width); ``b`` may
+    hold another format, ``b_format`` (E4M3 activations times E5M2 gradients, as FP8 training
+    multiplies them): products stay exact, nothing else changes.
     Result: an (m, n) array of ``out_format`` (default ``fmt``) bit patterns.
 
     - ``order="sequential"``: ``((0 + a[i,0]*b[0,j]) + a[i,1]*b[1,j]) + ...``, k ascending, the
@@ -156,6 +160,7 @@ def matmul(
     [2.384185791015625e-07, 0.0]
     """
     fmt = parse_format(fmt)
+    b_format = fmt if b_format is None else parse_format(b_format)
     accumulate = parse_format(accumulate)
     out_format = fmt if out_format is None else parse_format(out_format)
     if order not in ORDERS:
@@ -164,18 +169,19 @@ def matmul(
     if mode == Rounding.SR:
         raise ValueError("rounding: matmul has no stochastic rounding ('sr'); round its FP32 result with "
                          "sf.convert(..., rounding='sr', seed=...)")
-    for name, f in (("fmt", fmt), ("accumulate", accumulate)):
+    for name, f in (("fmt", fmt), ("b_format", b_format), ("accumulate", accumulate)):
         if f.precision > 24:
             raise ValueError(f"{name}: {f.name} significands are too wide for exact products")
         if f.storage_shift:
             raise ValueError(f"{name}: {f.name} (TF32 in FP32 layout) is not taken here; use tf32")
-    if fmt.encoding == "e8m0":
-        raise ValueError(f"fmt: {fmt.name} is a scale format; it has no products")
+    for name, f in (("fmt", fmt), ("b_format", b_format)):
+        if f.encoding == "e8m0":
+            raise ValueError(f"{name}: {f.name} is a scale format; it has no products")
     for name, f in (("accumulate", accumulate), ("out_format", out_format)):
         if f.encoding != "ieee" or f.storage_shift:
             raise ValueError(f"{name}: {f.name} is not an IEEE-encoded format; accumulate and write results in "
                              "fp32, bf16, fp16, tf32 or fp8_e5m2, and convert the result with sf.convert")
-    a_bits, b_bits = _matrix(a, fmt, "a"), _matrix(b, fmt, "b")
+    a_bits, b_bits = _matrix(a, fmt, "a"), _matrix(b, b_format, "b")
     if a_bits.shape[1] != b_bits.shape[0]:
         raise ValueError(
             f"a and b: inner dimensions differ, a{a_bits.shape} @ b{b_bits.shape}"
@@ -186,7 +192,7 @@ def matmul(
     use_parallel = m > 1 and m * k * n >= PARALLEL_MIN_MACS
     formats = (accumulate.exponent_bits, accumulate.fraction_bits, out_format.exponent_bits,
                out_format.fraction_bits, mode)
-    if order == "sequential" and _exact_in(fmt, accumulate):
+    if order == "sequential" and b_format is fmt and _exact_in(fmt, accumulate):
         if _lanes_wasted(m) < _lanes_wasted(n):
             # Few columns, more rows: C.T = B.T @ A.T has the same sums in the same order.
             return matmul(b_bits.T, a_bits.T, fmt, accumulate, out_format, order, rounding).T.copy()
@@ -195,9 +201,10 @@ def matmul(
         kernel(np.ascontiguousarray(a_bits, dtype=np.uint32), np.ascontiguousarray(b_bits, dtype=np.uint32), out)
         return out.astype(out_format.dtype, copy=False)
     # uint32 in and out for every format: one compiled signature per kernel, not one per dtype.
-    encoding = fmt.encoding_code
-    unpacked_a = kernels.unpack_matrix(np.ascontiguousarray(a_bits, dtype=np.uint32), ebits, fbits, encoding)
-    unpacked_bt = kernels.unpack_matrix(np.ascontiguousarray(b_bits.T, dtype=np.uint32), ebits, fbits, encoding)
+    unpacked_a = kernels.unpack_matrix(np.ascontiguousarray(a_bits, dtype=np.uint32), ebits, fbits,
+                                       fmt.encoding_code)
+    unpacked_bt = kernels.unpack_matrix(np.ascontiguousarray(b_bits.T, dtype=np.uint32), b_format.exponent_bits,
+                                        b_format.fraction_bits, b_format.encoding_code)
     params = formats
     if order == "tensorcore":
         core = _tensor_core(tensor_core)

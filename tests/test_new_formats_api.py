@@ -167,3 +167,20 @@ def test_fields_of_every_format():
     assert [int(x) for x in sf.e8m0.fields(0xFE)] == [0, 254, 0]
     assert [int(x) for x in sf.tf32_fp32.fields(0xBF802000)] == [1, 127, 1]
     assert [int(x) for x in sf.fp4_e2m1.fields(0xB)] == [1, 1, 1]
+
+
+def test_matmul_of_two_formats_equals_matmul_of_their_exact_fp16_copies():
+    """E4M3 times E5M2 (FP8 training's backward matmuls): both are exact in fp16, so the sums must
+    be those of the fp16 matmul, in every order."""
+    rng = np.random.default_rng(6)
+    codes = np.arange(256, dtype=np.uint8)
+    e4m3 = rng.choice(codes[~sf.fp8_e4m3fn.is_nan(codes)], (5, 48))
+    e5m2 = rng.choice(codes[sf.fp8_e5m2.is_finite(codes)], (48, 6))
+    a16, b16 = sf.convert(e4m3, sf.fp8_e4m3fn, sf.fp16), sf.convert(e5m2, sf.fp8_e5m2, sf.fp16)
+    for order in ("sequential", "pairwise", "tensorcore"):
+        got = sf.linalg.matmul(e4m3, e5m2, sf.fp8_e4m3fn, b_format=sf.fp8_e5m2, out_format=sf.fp32, order=order)
+        assert np.array_equal(got, sf.linalg.matmul(a16, b16, sf.fp16, out_format=sf.fp32, order=order)), order
+    with pytest.raises(ValueError, match="b: value 4096"):
+        sf.linalg.matmul(e4m3, np.full((48, 2), 4096), sf.fp8_e4m3fn, b_format=sf.fp8_e5m2, out_format=sf.fp32)
+    with pytest.raises(ValueError, match="b_format: e8m0 is a scale format"):
+        sf.linalg.matmul(e4m3, e5m2, sf.fp8_e4m3fn, b_format=sf.e8m0, out_format=sf.fp32)
