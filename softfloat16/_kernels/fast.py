@@ -35,25 +35,15 @@ u64 = np.uint64
 
 
 @intrinsic
-def float32_bits(typingctx, x):
-    """The encoding of a float32 as a uint32 (a bit cast: no arithmetic)."""
-    if x != types.float32:
+def float_bits(typingctx, x):
+    """The encoding of a float32 or float64 as a uint32 or uint64 (a bit cast: no arithmetic)."""
+    width = {types.float32: 32, types.float64: 64}.get(x)
+    if width is None:
         return None
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-    return types.uint32(types.float32), codegen
-
-
-@intrinsic
-def float64_bits(typingctx, x):
-    """The encoding of a float64 as a uint64 (a bit cast: no arithmetic)."""
-    if x != types.float64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-    return types.uint64(types.float64), codegen
+        return builder.bitcast(args[0], ir.IntType(width))
+    return getattr(types, f"uint{width}")(x), codegen
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -61,7 +51,7 @@ def msb_index64(x):
     """Index of the highest set bit of 0 < x < 2**62, from the exponent of x as a float64, with the
     same correction as msb_index32 for a conversion that rounds up to the next power of two."""
     f = np.float64(np.int64(x))
-    encoding = float64_bits(f)
+    encoding = float_bits(f)
     p = u64(u64(encoding >> u64(52)) - u64(1023))
     return u64(p - u64((u64(encoding & u64(0xFFFFFFFFFFFFF)) == u64(0)) & (u64(np.int64(f)) > x)))
 
@@ -75,7 +65,7 @@ def msb_index32(x):
     power of two; the last line takes that back (a power of two that exceeds x).
     """
     f = np.float32(np.int32(x))
-    encoding = float32_bits(f)
+    encoding = float_bits(f)
     p = u32(u32(encoding >> u32(23)) - u32(127))
     return u32(p - u32((u32(encoding & u32(0x7FFFFF)) == u32(0)) & (u32(np.int32(f)) > x)))
 
