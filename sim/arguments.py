@@ -20,7 +20,9 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from sim.config import DATASETS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig
+from sim.config import (
+    ACCUMULATIONS, DATASETS, FP8_SCALINGS, GRAD_ROUNDINGS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig,
+)
 
 __all__ = [
     "TRAIN_FIELDS", "UsageError", "add_train_arguments", "check_output_dir", "check_writable", "given_train_fields",
@@ -123,7 +125,9 @@ def add_train_arguments(parser: argparse.ArgumentParser | Any, steps_default: in
     {'optimizer': 'adam', 'hidden': (16, 8)}
     """
     add = parser.add_argument
-    add("--precision", choices=tuple(PRECISIONS), help="compute format (default fp16)")
+    add("--precision", choices=tuple(PRECISIONS),
+        help="compute format (default fp16); fp8, mxfp8 and nvfp4 quantise the matrix products' operands "
+             "and keep FP32 elsewhere")
     add("--loss-scale", choices=LOSS_SCALES, help="loss scaling (default: dynamic for fp16, none otherwise)")
     add("--scale", type=positive_float, metavar="S", help="the static scale, or the initial dynamic scale "
         "(default 65536)")
@@ -144,6 +148,25 @@ def add_train_arguments(parser: argparse.ArgumentParser | Any, steps_default: in
     add("--seed", type=non_negative_int, metavar="S", help="weights and data order (default 0)")
     add("--data", choices=DATASETS, help="digits (default) or a small synthetic set")
     add("--hidden", type=layer_widths, metavar="W1,W2,...", help="hidden layer widths (default 128,128,128)")
+    add("--init-gain", type=positive_float, metavar="G",
+        help="multiply the He-uniform bound of the initial weights by G (default 1)")
+    add("--fp8-scaling", choices=FP8_SCALINGS,
+        help="fp8: per-tensor scale from an amax history (delayed, default), from this step's amax "
+             "(current), or no scaling (none)")
+    add("--amax-history", type=positive_int, metavar="N", help="fp8 delayed scaling: amax history length (default 16)")
+    add("--fp8-margin", type=non_negative_int, metavar="M",
+        help="fp8: binades of headroom left above the amax (default 0)")
+    add("--grad-rounding", choices=GRAD_ROUNDINGS,
+        help="fp8/mxfp8/nvfp4: rounding of gradients into the low format, rne (default) or sr (stochastic, "
+             "seeded from --seed and the step)")
+    add("--block-size", type=positive_int, metavar="B", help="mxfp8/nvfp4: elements per scale block (32, 16)")
+    add("--accumulate", choices=ACCUMULATIONS,
+        help="matrix products: sequential FP32 accumulation (fp32, default) or the tensor-core model (tensorcore)")
+    add("--tc-block", type=positive_int, metavar="B", help="tensorcore: products per block (default 16)")
+    add("--tc-fraction-bits", type=positive_int, metavar="F",
+        help="tensorcore: fraction bits the block adder keeps (default 25, the H100 model)")
+    add("--promote-every", type=positive_int, metavar="K",
+        help="tensorcore: add the partial sum into an FP32 accumulator every K products (DeepSeek-V3: 128)")
 
 
 def given_train_fields(args: argparse.Namespace) -> dict[str, Any]:

@@ -17,11 +17,21 @@ from sim.optim import SGD, Adam
 from sim.scaler import DynamicLossScaler, LossScaler, StaticLossScaler
 
 __all__ = [
-    "DATASETS", "DEFAULT_LR", "LOSS_SCALES", "OPTIMIZERS", "PRECISIONS", "TrainConfig", "make_loss_scaler",
-    "make_optimizer",
+    "ACCUMULATIONS", "BLOCK_SIZES", "DATASETS", "DEFAULT_LR", "FP8_SCALINGS", "GRAD_ROUNDINGS", "LOSS_SCALES",
+    "LOW_PRECISIONS", "OPTIMIZERS", "PRECISIONS", "TrainConfig", "make_loss_scaler", "make_optimizer",
 ]
 
-PRECISIONS = {"fp32": sf.fp32, "fp16": sf.fp16, "bf16": sf.bf16}
+# precision -> the format of the tensors between the matrix products. The FP8 and block-scaled
+# recipes keep those in FP32 and quantise only the operands of each product (sim.gemm).
+PRECISIONS = {"fp32": sf.fp32, "fp16": sf.fp16, "bf16": sf.bf16, "fp8": sf.fp32, "mxfp8": sf.fp32, "nvfp4": sf.fp32}
+LOW_PRECISIONS = ("fp8", "mxfp8", "nvfp4")  # quantised products, FP32 elsewhere
+FP8_SCALINGS = ("delayed", "current", "none")
+GRAD_ROUNDINGS = ("rne", "sr")
+ACCUMULATIONS = ("fp32", "tensorcore")
+BLOCK_SIZES = {"mxfp8": 32, "nvfp4": 16}
+DEFAULT_AMAX_HISTORY = 16
+MAX_AMAX_HISTORY = 1024
+MAX_FP8_MARGIN = 16
 LOSS_SCALES = ("none", "static", "dynamic")
 OPTIMIZERS = ("sgd", "adam")
 DATASETS = ("digits", "synthetic")
@@ -32,7 +42,10 @@ DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3}
 class TrainConfig:
     """Everything that determines a run. ``None`` fields take a default that depends on others
     (see :meth:`resolved`): the loss scale is dynamic for fp16 and none otherwise, ``scale`` is
-    2**16 for dynamic scaling, ``lr`` 0.05 for SGD and 1e-3 for Adam.
+    2**16 for dynamic scaling, ``lr`` 0.05 for SGD and 1e-3 for Adam; for ``fp8``, delayed
+    scaling with an amax history of 16 and margin 0; for ``fp8``/``mxfp8``/``nvfp4``, RNE
+    gradients and the format's block size (32, 16); for tensor-core accumulation, the H100
+    model (16 products per block, 25 fraction bits) without promotion.
 
     >>> TrainConfig().resolved().loss_scale, TrainConfig(precision="bf16").resolved().loss_scale
     ('dynamic', 'none')
@@ -54,6 +67,16 @@ class TrainConfig:
     seed: int = 0
     data: str = "digits"
     hidden: tuple[int, ...] = (128, 128, 128)
+    init_gain: float = 1.0  # multiplies the He-uniform bound of every weight
+    fp8_scaling: str | None = None
+    amax_history: int | None = None
+    fp8_margin: int | None = None
+    grad_rounding: str | None = None
+    block_size: int | None = None
+    accumulate: str = "fp32"
+    tc_block: int | None = None
+    tc_fraction_bits: int | None = None
+    promote_every: int | None = None
 
     def resolved(self) -> TrainConfig:
         """This config with the defaults filled in and every field checked (ValueError)."""
@@ -65,8 +88,54 @@ class TrainConfig:
         if config.lr is None:
             config = dataclasses.replace(config, lr=DEFAULT_LR.get(config.optimizer, 0.0))
         config = dataclasses.replace(config, hidden=tuple(config.hidden))
+        config._check_low_precision()  # before defaults: a flag given where it does not apply is an error
+        defaults: dict[str, Any] = {}
+        if config.precision == "fp8":
+            defaults["fp8_scaling"] = "delayed"
+        if config.precision in LOW_PRECISIONS:
+            defaults["grad_rounding"] = "rne"
+        if config.precision in BLOCK_SIZES:
+            defaults["block_size"] = BLOCK_SIZES[config.precision]
+        if config.accumulate == "tensorcore":
+            defaults.update(tc_block=16, tc_fraction_bits=25)
+        config = dataclasses.replace(config, **{k: v for k, v in defaults.items() if getattr(config, k) is None})
+        scaled = config.fp8_scaling in ("delayed", "current")
+        if config.amax_history is None and config.fp8_scaling == "delayed":
+            config = dataclasses.replace(config, amax_history=DEFAULT_AMAX_HISTORY)
+        if config.fp8_margin is None and scaled:
+            config = dataclasses.replace(config, fp8_margin=0)
         config._check()
         return config
+
+    def _check_low_precision(self) -> None:
+        """The FP8 / block-scaling / accumulation flags: where they apply and their ranges."""
+        if self.precision not in PRECISIONS:
+            return  # _check names the unknown precision
+        for name, flag, applies in (
+                ("fp8_scaling", "--fp8-scaling", self.precision == "fp8"),
+                ("amax_history", "--amax-history", self.precision == "fp8" and self.fp8_scaling in (None, "delayed")),
+                ("fp8_margin", "--fp8-margin", self.precision == "fp8" and self.fp8_scaling != "none"),
+                ("grad_rounding", "--grad-rounding", self.precision in LOW_PRECISIONS),
+                ("block_size", "--block-size", self.precision in BLOCK_SIZES),
+                ("tc_block", "--tc-block", self.accumulate == "tensorcore"),
+                ("tc_fraction_bits", "--tc-fraction-bits", self.accumulate == "tensorcore"),
+                ("promote_every", "--promote-every", self.accumulate == "tensorcore")):
+            if getattr(self, name) is not None and not applies:
+                raise ValueError(f"{flag} {_requirement(name, self)}")
+        for name, allowed in (("fp8_scaling", FP8_SCALINGS), ("grad_rounding", GRAD_ROUNDINGS),
+                              ("accumulate", ACCUMULATIONS)):
+            value = getattr(self, name)
+            if value is not None and value not in allowed:
+                raise ValueError(f"--{name.replace('_', '-')}: unknown value {value!r}; accepted: {', '.join(allowed)}")
+        if self.accumulate == "tensorcore" and self.precision in BLOCK_SIZES:
+            raise ValueError(f"--accumulate tensorcore applies to fp32, fp16, bf16 and fp8; {self.precision} "
+                             "products are summed per block as softfloat16.mx.matmul defines")
+        for name, low, high in (("amax_history", 1, MAX_AMAX_HISTORY), ("fp8_margin", 0, MAX_FP8_MARGIN),
+                                ("block_size", 1, 1024), ("tc_block", 1, 1024), ("tc_fraction_bits", 1, 52),
+                                ("promote_every", 1, 1 << 20)):
+            value = getattr(self, name)
+            if value is not None and not (_integer(value) and low <= value <= high):
+                raise ValueError(f"--{name.replace('_', '-')} must be an integer in [{low}, {high}], got {value!r}")
 
     def _check(self) -> None:
         for name, allowed in (("precision", PRECISIONS), ("loss_scale", LOSS_SCALES),
@@ -97,6 +166,16 @@ class TrainConfig:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if not self.hidden or not all(_integer(h) and h >= 1 for h in self.hidden):
             raise ValueError(f"hidden must be one or more positive layer widths, got {self.hidden!r}")
+        if not (_real(self.init_gain) and 0.0 < self.init_gain < math.inf):
+            raise ValueError(f"init_gain must be a positive finite number, got {self.init_gain!r}")
+        if self.block_size is not None and self.precision in BLOCK_SIZES and _integer(self.block_size):
+            bad = [h for h in self.hidden if _integer(h) and h % self.block_size]
+            if bad:
+                raise ValueError(f"--block-size {self.block_size} does not divide the layer width {bad[0]} "
+                                 f"(--hidden): {self.precision} blocks run along every layer's width")
+        if self.precision in LOW_PRECISIONS and not self.master_weights:
+            raise ValueError(f"--no-master-weights applies to fp16 and bf16: {self.precision} keeps FP32 weights and "
+                             "quantises a copy for each product")
 
     def notes(self) -> list[str]:
         """Legal but noteworthy choices, as sentences for the user."""
@@ -129,6 +208,25 @@ class TrainConfig:
         if "hidden" in values:
             values["hidden"] = tuple(values["hidden"])
         return cls(**values)
+
+
+def _requirement(name: str, config: TrainConfig) -> str:
+    """Why flag ``name`` does not apply to ``config``: 'only applies to ...'."""
+    if name in ("fp8_scaling",):
+        return f"only applies to --precision fp8, not {config.precision}"
+    if name == "amax_history":
+        if config.precision != "fp8":
+            return f"only applies to --precision fp8, not {config.precision}"
+        return f"only applies to --fp8-scaling delayed, not {config.fp8_scaling}"
+    if name == "fp8_margin":
+        if config.precision != "fp8":
+            return f"only applies to --precision fp8, not {config.precision}"
+        return "only applies to --fp8-scaling delayed or current, not none"
+    if name == "grad_rounding":
+        return f"only applies to --precision fp8, mxfp8 or nvfp4, not {config.precision}"
+    if name == "block_size":
+        return f"only applies to --precision mxfp8 or nvfp4, not {config.precision}"
+    return f"only applies to --accumulate tensorcore, not {config.accumulate}"
 
 
 def _real(value: Any) -> bool:

@@ -120,6 +120,14 @@ class StepRecord:
     swallowed: list[int]  # per layer (zeros on a skipped step)
     subnormal_grads: int
     nonfinite_grads: int
+    # Quantised recipes (fp8, mxfp8, nvfp4), per tensor of RunLog.tensor_names (empty otherwise):
+    # amax and scale (None where a recipe has no per-tensor scale), and over the step's uses of
+    # the tensor the nonzero values, those quantised to zero, and those beyond the scaled range.
+    tensor_amax: list[float | None] = dataclasses.field(default_factory=list)
+    tensor_scale: list[float | None] = dataclasses.field(default_factory=list)
+    quantized_nonzero: list[int] = dataclasses.field(default_factory=list)
+    quantized_underflow: list[int] = dataclasses.field(default_factory=list)
+    quantized_saturated: list[int] = dataclasses.field(default_factory=list)
 
 
 def accuracy(logits: Tensor, labels: np.ndarray) -> float:
@@ -166,12 +174,15 @@ class StepDetail:
     params_before: list[np.ndarray]
     updates: list[np.ndarray] | None
     params_after: list[np.ndarray] | None
+    quantized: bool = False  # products computed from quantised operands (fp8, mxfp8, nvfp4)
+    tensor_names: tuple[str, ...] = ()  # the quantised tensors, in the order of the record's lists
+    quantization: tuple[Any, ...] = ()  # sim.gemm.QuantStat of every quantisation of the step
 
     @functools.cached_property
     def grads_reference(self) -> list[np.ndarray]:
-        """The same backward as ``grads_low`` in FP32, from the same forward values (for an fp32
-        run, the gradients themselves)."""
-        if self.compute is sf.fp32:
+        """The same backward as ``grads_low`` in FP32, from the same forward values, products of
+        unquantised operands (for a plain fp32 run, the gradients themselves)."""
+        if self.compute is sf.fp32 and not self.quantized:
             return self.grads_low
         return gradients(self.scaled_loss, self.leaves, promote_to=sf.fp32)
 
@@ -181,7 +192,7 @@ class StepDetail:
         underflowed gradient entries and swallowed updates."""
         f32, compute, layers = sf.fp32, self.compute, range(0, len(self.leaves), 2)
         underflow = [0 for _ in layers]
-        if compute is not f32:
+        if compute is not f32 or self.quantized:
             underflow = [sum(count_underflow(self.grads_low[j], compute, self.grads_reference[j], f32)
                              for j in (i, i + 1)) for i in layers]
         swallowed = [0 for _ in layers]
@@ -201,7 +212,27 @@ class StepDetail:
             swallowed=swallowed,
             subnormal_grads=sum(count_subnormal(g, compute) for g in self.grads_low),
             nonfinite_grads=sum(count_nonfinite(g, compute) for g in self.grads_low),
+            **self._quantization_columns(),
         )
+
+    def _quantization_columns(self) -> dict[str, list[Any]]:
+        """Per tensor of ``tensor_names``: amax, scale (first use), and counts summed over uses."""
+        index = {name: i for i, name in enumerate(self.tensor_names)}
+        n = len(index)
+        columns: dict[str, list[Any]] = {"tensor_amax": [None] * n, "tensor_scale": [None] * n}
+        columns.update({name: [0] * n for name in ("quantized_nonzero", "quantized_underflow", "quantized_saturated")})
+        for stat in self.quantization:
+            i = index[stat.tensor]
+            if columns["tensor_amax"][i] is None:
+                columns["tensor_amax"][i], columns["tensor_scale"][i] = stat.amax, stat.scale
+            columns["quantized_nonzero"][i] += stat.nonzero
+            columns["quantized_underflow"][i] += stat.underflow
+            columns["quantized_saturated"][i] += stat.saturated
+        return columns
+
+
+_QUANTIZATION_FIELDS = (
+    "tensor_amax", "tensor_scale", "quantized_nonzero", "quantized_underflow", "quantized_saturated")
 
 
 def _json_float(value: float) -> float | None:
@@ -221,9 +252,10 @@ class RunLog:
     ({'fc1': 0.1}, {'fc1': 0.5}, [1])
     """
 
-    def __init__(self, layer_names: Sequence[str], entries: Sequence[int]) -> None:
+    def __init__(self, layer_names: Sequence[str], entries: Sequence[int], tensor_names: Sequence[str] = ()) -> None:
         self.layer_names = list(layer_names)
         self.entries = [int(e) for e in entries]
+        self.tensor_names = list(tensor_names)  # the quantised tensors (fp8, mxfp8, nvfp4 recipes)
         self.records: list[StepRecord] = []
 
     def __call__(self, detail: StepDetail) -> None:
@@ -248,6 +280,28 @@ class RunLog:
         """Per layer: swallowed updates / all update entries, over the steps not skipped."""
         return self._fraction("swallowed", [r for r in self.records if not r.skipped])
 
+    def quantization_summary(self) -> dict[str, dict[str, float | None]]:
+        """Per quantised tensor, over all steps: the share of its nonzero values quantised to
+        zero (underflow) and beyond the scaled range (saturated), and its largest amax.
+
+        >>> log = RunLog(["fc1"], [10], ["fc1.input"])
+        >>> log.append(StepRecord(0, 2.3, 0.1, 1.0, False, 1.0, 1.0, False, [0], [0], 0, 0,
+        ...                       [2.0], [64.0], [8], [2], [0]))
+        >>> log.quantization_summary()
+        {'fc1.input': {'underflow': 0.25, 'saturated': 0.0, 'amax': 2.0}}
+        """
+        summary = {}
+        for i, name in enumerate(self.tensor_names):
+            nonzero = sum(r.quantized_nonzero[i] for r in self.records)
+            amaxes = [r.tensor_amax[i] for r in self.records
+                      if r.tensor_amax[i] is not None and math.isfinite(r.tensor_amax[i])]
+            summary[name] = {
+                "underflow": sum(r.quantized_underflow[i] for r in self.records) / nonzero if nonzero else None,
+                "saturated": sum(r.quantized_saturated[i] for r in self.records) / nonzero if nonzero else None,
+                "amax": max(amaxes) if amaxes else None,
+            }
+        return summary
+
     def skipped_steps(self) -> list[int]:
         return [r.step for r in self.records if r.skipped]
 
@@ -256,9 +310,15 @@ class RunLog:
 
     def per_step(self) -> dict[str, list[Any]]:
         """Each StepRecord field as a list over the steps (non-finite floats become None)."""
-        columns: dict[str, list[Any]] = {f.name: [] for f in dataclasses.fields(StepRecord)}
+        names = [f.name for f in dataclasses.fields(StepRecord)]
+        if not self.tensor_names:  # the quantisation columns only where there is something quantised
+            names = [n for n in names if n not in _QUANTIZATION_FIELDS]
+        columns: dict[str, list[Any]] = {name: [] for name in names}
         for record in self.records:
-            for name, value in dataclasses.asdict(record).items():
+            for name in names:
+                value = getattr(record, name)
+                if isinstance(value, list):
+                    value = [_json_float(v) if isinstance(v, float) else v for v in value]
                 columns[name].append(_json_float(value) if isinstance(value, float) else value)
         return columns
 
@@ -267,12 +327,15 @@ class RunLog:
         return {
             "layer_names": self.layer_names,
             "entries": self.entries,
+            "tensor_names": self.tensor_names,
             "records": [dataclasses.asdict(r) for r in self.records],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("layer_names") != self.layer_names or state.get("entries") != self.entries:
             raise ValueError("run log state belongs to a different network")
+        if state.get("tensor_names", []) != self.tensor_names:
+            raise ValueError("run log state belongs to a different precision recipe (quantised tensors differ)")
         try:
             self.records = [StepRecord(**r) for r in state["records"]]
         except (KeyError, TypeError) as error:

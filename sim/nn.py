@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 import softfloat16 as sf
-from sim.tensor import Tensor, add_bias, matmul, relu
+from sim.tensor import Tensor, add_bias, matmul, quantized_matmul, relu
 
 __all__ = ["DEFAULT_SIZES", "MLP"]
 
@@ -56,9 +57,9 @@ class MLP:
         pairs = zip(self.sizes[:-1], self.sizes[1:])
         return [shape for n_in, n_out in pairs for shape in ((n_in, n_out), (n_out,))]
 
-    def init_parameters(self, seed: int = 0, fmt: sf.Format = sf.fp32) -> list[np.ndarray]:
-        """He-uniform weights, ``U(-sqrt(6/fan_in), sqrt(6/fan_in))``, and zero biases, as bits of
-        ``fmt``; a pure function of ``seed`` on every machine.
+    def init_parameters(self, seed: int = 0, fmt: sf.Format = sf.fp32, gain: float = 1.0) -> list[np.ndarray]:
+        """He-uniform weights, ``U(-b, b)`` with ``b = gain * sqrt(6/fan_in)``, and zero biases, as
+        bits of ``fmt``; a pure function of ``seed`` (and ``gain``) on every machine.
 
         Each uniform number is ``k * 2**-23 - 1`` for the top 24 bits ``k`` of a raw PCG64 word
         (exact in FP32), multiplied by the FP32 bound with one emulated rounding.
@@ -73,15 +74,17 @@ class MLP:
             words = np.random.PCG64(np.random.SeedSequence([seed, _INIT_STREAM, index]))
             top24 = (words.random_raw(n_in * n_out) >> np.uint64(40)).astype(np.int64)
             unit = sf.fp32.mul(sf.fp32.from_float(top24 - (1 << 23)), sf.fp32.from_float(2.0**-23))
-            bound = sf.fp32.from_float(math.sqrt(6.0 / n_in))
+            bound = sf.fp32.from_float(gain * math.sqrt(6.0 / n_in))  # gain 1: exactly the plain bound
             weight = sf.fp32.mul(unit, bound).reshape(n_in, n_out)
             bias = np.zeros(n_out, dtype=np.uint32)
             for array in (weight, bias):
                 params.append(array if fmt is sf.fp32 else sf.convert(array, src=sf.fp32, dst=fmt))
         return params
 
-    def forward(self, x: Tensor, params: Sequence[Tensor]) -> Tensor:
-        """Logits for a batch ``x`` (batch, sizes[0]), all in the parameters' format."""
+    def forward(self, x: Tensor, params: Sequence[Tensor], products: Any = None) -> Tensor:
+        """Logits for a batch ``x`` (batch, sizes[0]), all in the parameters' format.
+        ``products``: a :class:`sim.gemm.Products` computing the matrix products (default:
+        sequential FP32 accumulation in the parameters' format)."""
         if len(params) != 2 * (len(self.sizes) - 1):
             raise ValueError(f"expected {2 * (len(self.sizes) - 1)} parameter tensors, got {len(params)}")
         for name, shape, param in zip(self.parameter_names, self.parameter_shapes, params):
@@ -89,7 +92,13 @@ class MLP:
                 raise ValueError(f"{name}: expected shape {shape}, got {param.shape}")
         h = x
         for layer, i in zip(self.layer_names, range(0, len(params), 2)):  # ops named for sim.trace
-            h = add_bias(matmul(h, params[i], name=f"{layer}.matmul"), params[i + 1], name=f"{layer}.add_bias")
+            if products is not None and products.quantized:
+                product = quantized_matmul(h, params[i], products, layer)
+            else:
+                accumulation = None if products is None or products.accumulation.order == "sequential" else (
+                    products.accumulation)
+                product = matmul(h, params[i], name=f"{layer}.matmul", accumulation=accumulation)
+            h = add_bias(product, params[i + 1], name=f"{layer}.add_bias")
             if i + 2 < len(params):
                 h = relu(h, name=f"{layer}.relu")
         return h

@@ -24,6 +24,7 @@ backward rule in the low-precision backward pass (as ``<name>.backward``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,7 @@ __all__ = [
     "gradients",
     "matmul",
     "mean",
+    "quantized_matmul",
     "relu",
     "scale",
     "softmax_cross_entropy",
@@ -179,9 +181,11 @@ def _result(data: np.ndarray, fmt: sf.Format, parents: tuple[Tensor, ...], backw
 # --- ops -------------------------------------------------------------------------------------
 
 
-def matmul(a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
+def matmul(a: Tensor, b: Tensor, name: str | None = None, accumulation: Any = None) -> Tensor:
     """``a @ b`` (2-D) in their common format: exact products, sequential FP32 accumulation,
     one rounding to the format. The backward pass uses the same kernel for both gradients.
+    ``accumulation``: a :class:`sim.gemm.Accumulation` to sum the products another way (the
+    tensor-core model) in all three products.
 
     >>> import numpy as np, softfloat16 as sf
     >>> a = Tensor.from_float(np.array([[1.0, 2.0]]), sf.fp16)
@@ -190,19 +194,57 @@ def matmul(a: Tensor, b: Tensor, name: str | None = None) -> Tensor:
     array([[11.]])
     """
     fmt = _same_format("matmul", a, b)
-    data = linalg.matmul(a.data, b.data, fmt, accumulate=sf.fp32, out_format=fmt)
+
+    def product(x: np.ndarray, y: np.ndarray, f: sf.Format) -> np.ndarray:
+        if accumulation is None:
+            return linalg.matmul(x, y, f, accumulate=sf.fp32, out_format=f)
+        return accumulation.matmul(np.ascontiguousarray(x), np.ascontiguousarray(y), f, f)
+
+    data = product(a.data, b.data, fmt)
 
     def backward(grad: np.ndarray, ctx: GradContext) -> tuple:
         grad_fmt = ctx.format_of(a)
         grad_a = grad_b = None
         if a.requires_grad:  # dA = dY @ B^T
-            grad_a = linalg.matmul(grad, ctx.values(b).T, grad_fmt, out_format=grad_fmt)
+            grad_a = product(grad, ctx.values(b).T, grad_fmt)
         if b.requires_grad:  # dB = A^T @ dY
-            grad_b = linalg.matmul(ctx.values(a).T, grad, grad_fmt, out_format=grad_fmt)
+            grad_b = product(ctx.values(a).T, grad, grad_fmt)
         return grad_a, grad_b
 
-    return _result(data, fmt, (a, b), backward, "matmul", name, {"a": a, "b": b},
+    attrs = {} if accumulation is None else accumulation.describe()
+    return _result(data, fmt, (a, b), backward, "matmul", name, {"a": a, "b": b}, attrs,
                    backward_attrs={"requires": [a.requires_grad, b.requires_grad]})
+
+
+def quantized_matmul(x: Tensor, w: Tensor, products: Any, layer: str) -> Tensor:
+    """``x @ w`` of FP32 tensors through a quantised recipe (:class:`sim.gemm.Fp8Products` or
+    :class:`sim.gemm.BlockProducts`): the recipe quantises the operands of the forward product
+    and of both backward products, and traces them under ``layer``. The FP32 reference backward
+    (``promote_to``) multiplies the unquantised FP32 operands instead (sequential FP32 sums).
+
+    >>> import numpy as np, softfloat16 as sf
+    >>> from sim.gemm import Accumulation, Fp8Products
+    >>> fp8 = Fp8Products(Accumulation(), ["fc1"], "current", None, 0, "rne", seed=0)
+    >>> x = Tensor.from_float(np.array([[1.0, 0.3]]), sf.fp32)
+    >>> w = Tensor.from_float(np.array([[1.0], [1.0]]), sf.fp32, requires_grad=True)
+    >>> quantized_matmul(x, w, fp8, "fc1").value()   # scale 2**8: 0.3 * 256 = 76.8 -> E4M3 80 -> 0.3125
+    array([[1.3125]])
+    """
+    for role, t in (("x", x), ("w", w)):
+        if t.fmt is not sf.fp32 or t.data.ndim != 2:
+            raise TypeError(f"quantized_matmul: {role} must be a 2-D fp32 tensor, got {t.fmt.name} {t.shape}")
+    data, saved = products.forward(layer, x.data, w.data)
+
+    def backward(grad: np.ndarray, ctx: GradContext) -> tuple:
+        if ctx.promote_to is not None:  # the reference: the same forward values, no quantisation
+            f32 = sf.fp32
+            grad_x = linalg.matmul(grad, w.data.T, f32, out_format=f32) if x.requires_grad else None
+            grad_w = linalg.matmul(x.data.T, grad, f32, out_format=f32) if w.requires_grad else None
+            return grad_x, grad_w
+        return products.backward(layer, grad, saved, x.requires_grad, w.requires_grad)
+
+    # Traced by the recipe itself (its quantisations and products), not as one op.
+    return _result(np.asarray(data), sf.fp32, (x, w), backward, "quantized_matmul", None, {"x": x, "w": w})
 
 
 def add_bias(x: Tensor, bias: Tensor, name: str | None = None) -> Tensor:

@@ -44,6 +44,7 @@ from sim import trace
 from sim.checkpoint import load_checkpoint, save_checkpoint
 from sim.config import DATASETS, PRECISIONS, TrainConfig, make_loss_scaler, make_optimizer
 from sim.diagnostics import RunLog, StepDetail, StepRecord, accuracy, count_nonfinite
+from sim.gemm import make_products
 from sim.nn import MLP
 from sim.optim import clip_grad_norm, global_norm
 from sim.tensor import Tensor, cast, gradients, mean, scale, softmax_cross_entropy
@@ -109,14 +110,15 @@ class Trainer:
         self.model = MLP((self.data.n_features, *config.hidden, self.data.n_classes))
         self.compute = PRECISIONS[config.precision]
         self.param_format = sf.fp32 if config.master_weights else self.compute
-        self.params = self.model.init_parameters(seed=config.seed, fmt=self.param_format)
+        self.params = self.model.init_parameters(seed=config.seed, fmt=self.param_format, gain=config.init_gain)
         self.optimizer = make_optimizer(config, self.param_format)
         self.scaler = make_loss_scaler(config)
         self.batches = datasets.BatchIterator(len(self.data.y_train), config.batch_size, seed=config.seed)
         self.step = 0
         entries = [sum(int(np.prod(s)) for s in self.model.parameter_shapes[i:i + 2])
                    for i in range(0, len(self.params), 2)]
-        self.log = RunLog(self.model.layer_names, entries)
+        self.products = make_products(config, self.model.layer_names)
+        self.log = RunLog(self.model.layer_names, entries, self.products.tensor_names)
         # Called with a StepDetail after every step, after the run log: measurements, never training.
         self.observers: list[Callable[[StepDetail], None]] = []
 
@@ -131,7 +133,8 @@ class Trainer:
                      {"out": (inputs, self.compute.name)}, dst=self.compute.name)
         leaves = [Tensor(self._convert(p, self.param_format, self.compute, f"{name}.to_compute"), self.compute,
                          requires_grad) for name, p in zip(self.model.parameter_names, params)]
-        logits = self.model.forward(Tensor(inputs, self.compute), leaves)
+        self.products.training = requires_grad  # an evaluation pass leaves the amax histories alone
+        logits = self.model.forward(Tensor(inputs, self.compute), leaves, self.products)
         return leaves, cast(logits, sf.fp32, name="logits.to_fp32")
 
     @staticmethod
@@ -152,6 +155,7 @@ class Trainer:
         compute, f32 = self.compute, sf.fp32
         index = next(self.batches)
         labels = self.data.y_train[index]
+        self.products.begin_step(self.step)
         leaves, logits = self._forward(self.params, self.data.x_train[index], requires_grad=True)
         loss = mean(softmax_cross_entropy(logits, labels, name="loss.cross_entropy"), name="loss.mean")
         loss_scale = self.scaler.scale
@@ -178,7 +182,9 @@ class Trainer:
             step=self.step, loss=loss, scaled_loss=scaled_loss, logits=logits, labels=labels, leaves=leaves,
             loss_scale=loss_scale, compute=compute, param_format=self.param_format, grads_low=grads_low,
             grad_norm=norm, grad_norm_clipped=norm_clipped, clipped=clipped, skipped=skipped,
-            params_before=params_before, updates=updates, params_after=None if updates is None else self.params)
+            params_before=params_before, updates=updates, params_after=None if updates is None else self.params,
+            quantized=self.products.quantized, tensor_names=tuple(self.products.tensor_names),
+            quantization=tuple(self.products.stats))
         self.step += 1
         for observer in (self.log, *self.observers):
             observer(detail)
@@ -282,6 +288,7 @@ class Trainer:
             "loss_scale_history": [r.scale for r in log.records],
             "final_loss_scale": float(self.scaler.scale),
             "underflow_fraction": log.underflow_fraction(),
+            "quantization": log.quantization_summary(),
             "swallowed_update_fraction": log.swallowed_update_fraction(),
             "clip_fraction": log.clip_fraction(),
             "weights_sha256": self.weights_sha256(),
@@ -304,6 +311,7 @@ class Trainer:
             "step": self.step,
             "optimizer": optimizer_meta,
             "scaler": self.scaler.state_dict(),
+            "products": self.products.state_dict(),
             "batches": self.batches.state_dict(),
             "log": self.log.state_dict(),
         }
@@ -350,12 +358,14 @@ class Trainer:
         scaler.load_state_dict(meta["scaler"])
         batches = datasets.BatchIterator(len(self.data.y_train), self.config.batch_size, seed=self.config.seed)
         batches.load_state_dict(meta["batches"])
-        log = RunLog(self.log.layer_names, self.log.entries)
+        products = make_products(self.config, self.model.layer_names)
+        products.load_state_dict(meta.get("products", {}))
+        log = RunLog(self.log.layer_names, self.log.entries, self.log.tensor_names)
         log.load_state_dict(meta["log"])
         if len(log.records) != step or len(scaler.history) != step:
             raise ValueError(f"checkpoint is inconsistent: step {step}, {len(log.records)} log records")
-        self.params, self.optimizer, self.scaler, self.batches, self.log, self.step = (
-            params, optimizer, scaler, batches, log, step)
+        self.params, self.optimizer, self.scaler, self.batches, self.log, self.step, self.products = (
+            params, optimizer, scaler, batches, log, step, products)
 
     @classmethod
     def resume(cls, path: str, config: TrainConfig, dataset: Dataset | None = None) -> Trainer:

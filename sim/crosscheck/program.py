@@ -46,6 +46,10 @@ def check_supported(config: TrainConfig) -> None:
     """
     if config.clip is not None:
         raise UnsupportedConfig("gradient clipping (--clip) is not covered by the cross-check")
+    if config.precision in ("fp8", "mxfp8", "nvfp4"):
+        raise UnsupportedConfig(f"--precision {config.precision} is not covered by the cross-check yet")
+    if config.accumulate != "fp32":
+        raise UnsupportedConfig("--accumulate tensorcore is not covered by the cross-check")
 
 
 @dataclasses.dataclass(frozen=True)

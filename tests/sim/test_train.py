@@ -168,7 +168,7 @@ def test_config_errors_and_notes():
     with pytest.raises(ValueError, match="clip"):
         TrainConfig(clip_before_unscale=True).resolved()
     with pytest.raises(ValueError, match="precision"):
-        TrainConfig(precision="fp8").resolved()
+        TrainConfig(precision="fp12").resolved()
     with pytest.raises(ValueError, match="'none'"):
         TrainConfig(loss_scale="none", scale=8.0).resolved()
     assert any("bf16" in note for note in TrainConfig(precision="bf16", master_weights=False).notes())

@@ -21,10 +21,16 @@ EVERY_FLAG = ["--precision", "bf16", "--loss-scale", "dynamic", "--scale", "1024
               "--data", "synthetic", "--hidden", "16,8"]
 
 
+# The FP8 / block-scaling / accumulation flags (they cannot all apply to one run, so they are only parsed).
+LOW_PRECISION_FLAGS = ["--init-gain", "0.5", "--fp8-scaling", "current", "--amax-history", "4", "--fp8-margin", "1",
+                       "--grad-rounding", "sr", "--block-size", "16", "--accumulate", "tensorcore", "--tc-block", "8",
+                       "--tc-fraction-bits", "13", "--promote-every", "64"]
+
+
 def test_every_config_field_has_one_flag():
     parser = argparse.ArgumentParser()
     add_train_arguments(parser)
-    given = given_train_fields(parser.parse_args(EVERY_FLAG))
+    given = given_train_fields(parser.parse_args(EVERY_FLAG + LOW_PRECISION_FLAGS))
     assert set(given) == set(TRAIN_FIELDS)
     defaults = TrainConfig()  # every flag reached its field (sgd is the default; --momentum needs it)
     assert [field for field in TRAIN_FIELDS if given[field] == getattr(defaults, field)] == ["optimizer"]
