@@ -1,9 +1,12 @@
-"""Time of one emulated fp16 training step of the default MLP, and the fused matmul's MAC rate.
+"""Time of one emulated training step of the default MLP per recipe, and the fused matmul's MAC rate.
 
     python bench/train_step.py [--steps 20] [--repeat 5] [--full-run]
 
-- step: median wall time of ``Trainer.train_step`` (fp16, dynamic loss scaling, default MLP and
-  batch, all diagnostics on), after a first step that loads or compiles the kernels (reported);
+- step: median wall time of ``Trainer.train_step`` (fp16 with dynamic loss scaling, the default
+  MLP and batch, all diagnostics on), after a first step that loads or compiles the kernels
+  (reported); then the same for the quantised recipes (fp8 per-tensor delayed scaling, mxfp8,
+  nvfp4), interleaved with fp16 steps so that machine noise hits both, as a ratio to the fp16
+  step (target for fp8: <= 1.5x);
 - matmul: multiply-accumulates per second of ``softfloat16.linalg.matmul`` (FP16 inputs, exact
   products, sequential FP32 accumulation, FP16 output), on one thread, for the default MLP's
   forward shapes and a 256-cube, next to the element rate of the core's ``sf.fp32.add`` (1M
@@ -59,6 +62,25 @@ def bench_step(steps: int) -> None:
           f"(min {min(times) * 1e3:.1f}, max {max(times) * 1e3:.1f})")
 
 
+def bench_recipes(steps: int) -> None:
+    """Median step time of each quantised recipe against fp16, the steps alternating."""
+    trainers = {name: Trainer(TrainConfig(precision=name, steps=steps + 1, **extra))
+                for name, extra in (("fp16", {"loss_scale": "dynamic"}), ("fp8", {}), ("mxfp8", {}), ("nvfp4", {}))}
+    for trainer in trainers.values():
+        trainer.train_step()  # compile or load the kernels
+    times: dict[str, list[float]] = {name: [] for name in trainers}
+    for _ in range(steps):
+        for name, trainer in trainers.items():
+            start = time.perf_counter()
+            trainer.train_step()
+            times[name].append(time.perf_counter() - start)
+    fp16 = statistics.median(times["fp16"])
+    for name, values in times.items():
+        median = statistics.median(values)
+        target = " (target <= 1.5x)" if name == "fp8" else ""
+        print(f"  {name:6s} step, median of {steps:<3d} {median * 1e3:8.1f} ms = {median / fp16:4.2f}x fp16{target}")
+
+
 def bench_matmul(repeat: int) -> None:
     rng = np.random.default_rng(0)
     n = 1 << 20
@@ -94,6 +116,7 @@ def main() -> None:
     args = parser.parse_args()
     print(describe_machine())
     bench_step(args.steps)
+    bench_recipes(args.steps)
     bench_matmul(args.repeat)
     if args.full_run:
         bench_full_run()

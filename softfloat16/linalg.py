@@ -18,9 +18,9 @@ import numpy as np
 
 from ._kernels import matmul as kernels
 from ._kernels.loops import FAST_MAX_FRACTION_BITS
-from .formats import Format, fp32
+from .formats import Format, bf16, fp16, fp32
 from .formats import format as parse_format
-from .ops import as_bits
+from .ops import as_bits, convert
 from .rounding import Rounding, parse_rounding
 
 __all__ = ["ORDERS", "TENSOR_CORES", "TensorCore", "matmul"]
@@ -102,6 +102,20 @@ def _exact_in(fmt: Format, accumulate: Format) -> bool:
     (softfloat16._kernels.fast) takes the accumulation format: FP16 or BF16 into FP32."""
     return 2 * fmt.precision <= accumulate.precision and accumulate.fraction_bits <= FAST_MAX_FRACTION_BITS and (
         fmt.exponent_bits <= accumulate.exponent_bits)
+
+
+def _embeds(small: Format, large: Format) -> bool:
+    """Whether every value of ``small`` (inf and NaN included) is a value of IEEE ``large``."""
+    return (large.encoding == "ieee" and small.fraction_bits <= large.fraction_bits and small.emax <= large.emax
+            and small.min_subnormal_exponent >= large.min_subnormal_exponent)
+
+
+def _common_format(a: Format, b: Format) -> Format | None:
+    """A 16-bit format holding both ``a`` and ``b`` exactly (E4M3 and E5M2 in FP16), or None."""
+    for common in (fp16, bf16):
+        if _embeds(a, common) and _embeds(b, common):
+            return common
+    return None
 
 
 def _matrix(x, fmt: Format, name: str) -> np.ndarray:
@@ -186,6 +200,11 @@ def matmul(
         raise ValueError(
             f"a and b: inner dimensions differ, a{a_bits.shape} @ b{b_bits.shape}"
         )
+    if b_format is not fmt and order == "sequential":
+        common = _common_format(fmt, b_format)
+        if common is not None:  # exact copies in one format: the same products, the fast kernels
+            a_bits, b_bits = (np.asarray(convert(x, src=f, dst=common)) for x, f in ((a_bits, fmt), (b_bits, b_format)))
+            return matmul(a_bits, b_bits, common, accumulate, out_format, order, rounding)
     ebits, fbits = fmt.exponent_bits, fmt.fraction_bits
     m, k, n = a_bits.shape[0], a_bits.shape[1], b_bits.shape[1]
     out = np.empty((m, n), dtype=np.uint32)

@@ -180,6 +180,15 @@ def test_matmul_of_two_formats_equals_matmul_of_their_exact_fp16_copies():
     for order in ("sequential", "pairwise", "tensorcore"):
         got = sf.linalg.matmul(e4m3, e5m2, sf.fp8_e4m3fn, b_format=sf.fp8_e5m2, out_format=sf.fp32, order=order)
         assert np.array_equal(got, sf.linalg.matmul(a16, b16, sf.fp16, out_format=sf.fp32, order=order)), order
+    # the sequential order (exact copies in the FP16 lane kernel) against numpy float32 sums
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a32 = e4m3.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    b32 = e5m2.view(ml_dtypes.float8_e5m2).astype(np.float32)
+    expected = np.zeros((5, 6), np.float32)
+    for k in range(48):
+        expected = expected + a32[:, k:k + 1] * b32[k:k + 1, :]  # exact products, one rounding per sum
+    got = sf.linalg.matmul(e4m3, e5m2, sf.fp8_e4m3fn, b_format=sf.fp8_e5m2, out_format=sf.fp32)
+    assert np.array_equal(got, expected.view(np.uint32))
     with pytest.raises(ValueError, match="b: value 4096"):
         sf.linalg.matmul(e4m3, np.full((48, 2), 4096), sf.fp8_e4m3fn, b_format=sf.fp8_e5m2, out_format=sf.fp32)
     with pytest.raises(ValueError, match="b_format: e8m0 is a scale format"):
