@@ -3,7 +3,9 @@
 ``make_loop`` builds one Numba loop per (kernel, format widths): the kernel is inlined and the
 widths become compile-time constants (:func:`with_constants`), so the compiler folds every mask
 and bias. Rounding mode and the other options stay run-time values (the same for the whole array,
-so their branches predict perfectly). Loops are serial: results never depend on a thread count.
+so their branches predict perfectly). Loops are serial and release the GIL: softfloat16.threads
+runs one loop per thread on separate runs of a large array, so results never depend on a thread
+count.
 
 The closures capture only integers and find their kernel in the module-level ``KERNELS`` tuple:
 Numba keys its on-disk cache on the captured values, and integers (unlike function objects) give
@@ -100,7 +102,7 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
     if fast:
         fast_index = FAST._fields.index(name)
 
-        @njit(cache=True, error_model="numpy")
+        @njit(cache=True, nogil=True, error_model="numpy")
         def loop2_fast(a, b, random, out, flags, options):
             kernel = KERNELS[index]
             fast_kernel = FAST[fast_index]
@@ -126,7 +128,7 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
                 for i in range(start, stop):
                     if not ok[i - start]:
                         r = random_for(random_source, random, i, options.sr_bits)
-                        bits, fl = kernel(a[i], b[i], options, random_for(random_source, random, i, options.sr_bits))
+                        bits, fl = kernel(a[i], b[i], options, r)
                         out[i] = bits
                         if keep_flags:
                             flags[i] = fl
@@ -134,7 +136,7 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
 
     # One loop per arity (a closure over a closure would not be disk-cached: see the module doc).
     if arity == 1:
-        @njit(cache=True, error_model="numpy")
+        @njit(cache=True, nogil=True, error_model="numpy")
         def loop1(a, random, out, flags, options):
             kernel = KERNELS[index]
             options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
@@ -146,7 +148,7 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
                     flags[i] = fl
         return loop1
     if arity == 2:
-        @njit(cache=True, error_model="numpy")
+        @njit(cache=True, nogil=True, error_model="numpy")
         def loop2(a, b, random, out, flags, options):
             kernel = KERNELS[index]
             options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
@@ -158,7 +160,7 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
                     flags[i] = fl
         return loop2
 
-    @njit(cache=True, error_model="numpy")
+    @njit(cache=True, nogil=True, error_model="numpy")
     def loop3(a, b, c, random, out, flags, options):
         kernel = KERNELS[index]
         options = with_constants(options, ebits, fbits, encoding, src_ebits, src_fbits, src_encoding, defaults,
@@ -172,14 +174,14 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
     return loop3
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def lookup(index, table, out):
     """out[i] = table[index[i]]: ops.py's tables of results over every 16-bit input or 8-bit pair."""
     for i in range(out.size):
         out[i] = table[index[i]]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def pair_index(a, b):
     """a[i] << 8 | b[i] for two uint8 arrays: the index of a pair in ops.py's table of pairs."""
     index = np.empty(a.size, np.uint16)

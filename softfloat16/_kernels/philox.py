@@ -70,7 +70,7 @@ def store_partial(counter, k0, k1, first_word, end_word, out, position):
         out[position + word - first_word] = np.uint32(value)
 
 
-@njit(cache=True, forceinline=True, error_model="numpy")
+@njit(cache=True, forceinline=True, nogil=True, error_model="numpy")
 def fill_words(key_lo, key_hi, start, out):
     """out[j] = the 32-bit stream word of flat index start + j, for a uint32 array ``out``.
 

@@ -1,0 +1,82 @@
+"""Threads: how many the elementwise operations and ``linalg.matmul`` use, and from what size.
+
+An elementwise operation on at least :data:`PARALLEL_MIN_ELEMENTS` elements is cut into one
+contiguous run of elements per thread (a multiple of 256 long, except the last), and each run goes
+through the same compiled loop, which releases the GIL. Every element is computed by exactly one
+thread, from its own operands (and, under stochastic rounding, its own random word), so results and
+flags are identical for every thread count. ``linalg.matmul`` runs rows on Numba's threads, each
+element again computed whole by one thread in the same order.
+
+The count is :func:`set_num_threads`'s, or else Numba's (``NUMBA_NUM_THREADS`` and
+``numba.set_num_threads``; by default every core).
+
+>>> import softfloat16 as sf
+>>> sf.set_num_threads(1); sf.get_num_threads()
+1
+>>> sf.set_num_threads(0)
+Traceback (most recent call last):
+ValueError: threads: expected an integer >= 1, got 0
+>>> sf.set_num_threads(None)  # back to Numba's count
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import numbers
+import threading
+from collections.abc import Callable
+
+import numba
+
+__all__ = ["PARALLEL_MIN_ELEMENTS", "get_num_threads", "set_num_threads"]
+
+# Below this many elements one thread is faster: handing a run to a thread costs tens of
+# microseconds, the time of some 10^4 elements (bench/elementwise.py --threads measures it).
+PARALLEL_MIN_ELEMENTS = 1 << 17
+_ALIGN = 256  # the fast loops' block length: runs start on a block boundary
+
+_count: int | None = None
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def set_num_threads(threads: int | None) -> None:
+    """Use ``threads`` threads from now on (None: follow Numba's count again). Also sets Numba's
+    count for ``linalg.matmul`` (capped at ``NUMBA_NUM_THREADS``, the most Numba can start)."""
+    global _count
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
+                                or threads < 1):
+        raise ValueError(f"threads: expected an integer >= 1, got {threads!r}")
+    _count = None if threads is None else int(threads)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS if _count is None
+                          else min(_count, numba.config.NUMBA_NUM_THREADS))
+
+
+def get_num_threads() -> int:
+    """The number of threads an elementwise operation on a large array uses."""
+    return _count if _count is not None else numba.get_num_threads()
+
+
+def _executor(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < threads:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="softfloat16")
+        return _pool
+
+
+def run_split(size: int, work: Callable[[int, int], None]) -> None:
+    """Call ``work(start, stop)`` over ``range(size)``: once when small or single-threaded, else
+    once per thread on consecutive runs, concurrently (exceptions re-raised here)."""
+    threads = get_num_threads()
+    if threads <= 1 or size < PARALLEL_MIN_ELEMENTS:
+        work(0, size)
+        return
+    step = -(-size // threads)
+    step = -(-step // _ALIGN) * _ALIGN
+    bounds = [(start, min(start + step, size)) for start in range(0, size, step)]
+    futures = [_executor(threads).submit(work, start, stop) for start, stop in bounds[1:]]
+    work(*bounds[0])  # the calling thread takes the first run
+    for future in futures:
+        future.result()
