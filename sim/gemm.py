@@ -239,7 +239,7 @@ class Products:
         if state:
             raise ValueError("checkpoint holds quantisation state, but this recipe has none")
 
-    def _seed(self, tensor: str, use: int) -> int:
+    def seed_for(self, tensor: str, use: int) -> int:
         """The stochastic-rounding seed of one quantisation: a function of the run's seed, the
         step, the tensor and its use, so a resumed run draws the same bits."""
         words = np.random.SeedSequence([self.seed, _SR_STREAM, self.step, self.tensor_names.index(tensor), use])
@@ -277,7 +277,7 @@ class Fp8Products(Products):
         gradient = tensor.endswith("grad_output") and self.grad_rounding == "sr"
         options: dict[str, Any] = {"saturate": True}
         if gradient:
-            options.update(rounding="sr", seed=self._seed(tensor, 0))
+            options.update(rounding="sr", seed=self.seed_for(tensor, 0))
         scaled = np.asarray(F32.mul(bits, _bits(scale)))
         q = np.asarray(sf.convert(scaled, src=F32, dst=fmt, **options))
         if self.training:
@@ -289,10 +289,14 @@ class Fp8Products(Products):
                 int(np.count_nonzero((scaled & _MAGNITUDE) > fmax))))
         if trace.active() and self.training:
             attrs = {"format": fmt.name, "mode": self.mode, "margin": scaling.margin, "length": scaling.length}
+            # The whole scaling state goes in and comes out, so the op is a pure function of its
+            # inputs (a reference keeps its own state; a replay can judge the op alone).
             trace.op("fp8_scale", f"{tensor}.scale",
-                     {"history": (history, "fp32"), "amax": (np.asarray(amax), "fp32"),
-                      "previous": (_bits(previous), "fp32")},
-                     {"scale": (_bits(scale), "fp32"), "scale_inv": (_bits(inverse), "fp32")}, **attrs)
+                     {"x": (bits, "fp32"), "history": (history, "fp32"), "previous": (_bits(previous), "fp32")},
+                     {"amax": (np.asarray(amax), "fp32"), "scale": (_bits(scale), "fp32"),
+                      "scale_inv": (_bits(inverse), "fp32"),
+                      "history": (np.asarray(np.float32(scaling.history), np.float32).view(np.uint32), "fp32")},
+                     **attrs)
             trace.op("fp8_quantize", f"{tensor}.quantize", {"x": (bits, "fp32"), "scale": (_bits(scale), "fp32")},
                      {"out": (q, fmt.name)}, dst=fmt.name, rounding="sr" if gradient else "rne",
                      seed=options.get("seed"))
@@ -363,7 +367,7 @@ class BlockProducts(Products):
         self._uses[tensor] = use + 1
         options: dict[str, Any] = {}
         if tensor.endswith("grad_output") and self.grad_rounding == "sr":
-            options.update(rounding="sr", seed=self._seed(tensor, use))
+            options.update(rounding="sr", seed=self.seed_for(tensor, use))
         q = mx.quantize(bits, self.fmt, axis=axis, block_size=self.block_size, src=F32, **options)
         if self.training:
             self.stats.append(self._measure(tensor, bits, q))

@@ -104,10 +104,17 @@ def _title(device: str, mode: str, info: dict[str, Any], config: TrainConfig, pl
     elif config.loss_scale == "static":
         scaling += f" ({config.scale:g})"
     sizes = "-".join(str(n) for n in (plan.x_train.shape[1], *config.hidden, int(plan.y_train.max()) + 1))
+    precision = config.precision
+    if precision == "fp8":
+        gradients = "E5M2 gradients" + (" rounded stochastically" if config.grad_rounding == "sr" else "")
+        precision += f" (E4M3 forward, {gradients}, {config.fp8_scaling} scaling"
+        if config.fp8_scaling == "delayed":
+            precision += f", amax history {config.amax_history}"
+        precision += f", margin {config.fp8_margin})" if config.fp8_scaling != "none" else ")"
     return [
         f"crosscheck: torch {torch_version} on {device} {hardware} ({mode} mode) vs the softfloat16 emulator "
         f"({backend.impl})",
-        f"run: {config.precision}, master weights {'on' if config.master_weights else 'off'}, loss scale {scaling}, "
+        f"run: {precision}, master weights {'on' if config.master_weights else 'off'}, loss scale {scaling}, "
         f"{config.optimizer} lr {config.lr:g}, MLP {sizes}, batch {config.batch_size}, {plan.steps} steps, "
         f"data {config.data}, seed {config.seed}",
         "time: " + ", ".join(f"{side} {seconds:.1f} s" for side, seconds in timings.items()),

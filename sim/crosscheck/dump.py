@@ -12,8 +12,9 @@ its contents are read. Inside it:
   ``x86`` for torch on a CPU, ``cuda`` on a GPU, ``ieee`` for sim; ``ftz``; torch's switches),
   ``config`` (the :class:`~sim.train.TrainConfig`), ``steps``, and ``ops``: one entry per op,
   ``{"step", "name", "kind", "impl", "attrs", "inputs": [[role, format, array], ...],
-  "outputs": [...]}``. Formats are ``fp16``, ``bf16``, ``fp32`` (bit patterns, unsigned
-  integers of the format's width), ``bool``, ``int32`` and ``int64``.
+  "outputs": [...]}``. Formats are ``fp16``, ``bf16``, ``fp32``, ``fp8_e4m3fn``, ``fp8_e5m2``
+  (bit patterns, unsigned integers of the format's width), ``bool``, ``int32`` and ``int64``.
+  (The FP8 formats and kinds came later without a version change: older dumps read as before.)
 
 >>> import os, tempfile, numpy as np
 >>> from sim.crosscheck.record import OpRecord

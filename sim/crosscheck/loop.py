@@ -8,7 +8,8 @@ reports (the same casts, forward, loss, scaled backward in the order :func:`sim.
 visits the graph, unscale, optimizer step, loss-scale update), each op computed by the backend's
 kind. It also runs on the emulator's kinds (:class:`~sim.crosscheck.record.EmulatorBackend`), to
 put the GEMMs under a tensor-core model, and a test runs it there against the trainer's own
-records: same keys, same bits.
+records: same keys, same bits. For ``--precision fp8`` each product is the recipe of
+:class:`sim.gemm.Fp8Products` (:class:`_Fp8Recipe`): scale, quantise, scaled product.
 """
 from __future__ import annotations
 
@@ -19,6 +20,47 @@ from sim.crosscheck.program import Plan
 from sim.crosscheck.record import Recorder, Val
 
 __all__ = ["run_training"]
+
+
+class _Fp8Recipe:
+    """:class:`sim.gemm.Fp8Products`' ops on a backend. Each tensor's scaling state (its amax
+    history and last scale, at first empty and 1) is the backend's own: one use's ``fp8_scale``
+    outputs are the next use's inputs, as an optimizer's buffers are."""
+
+    def __init__(self, ops: Recorder, plan: Plan) -> None:
+        self.ops, self.plan = ops, plan
+        self.state = {name: {"history": ops.constant(np.zeros(0, np.uint32), "fp32"),
+                             "previous": ops.constant(sf.fp32.from_float(1.0), "fp32")}
+                      for name in plan.fp8_scaling}
+
+    def quantize(self, tensor: str, x: Val) -> tuple[Val, Val]:
+        """``x`` scaled and cast to the tensor's FP8 format; returns it and the inverse scale."""
+        attrs = self.plan.fp8_scaling[tensor]
+        scale = self.ops.run("fp8_scale", f"{tensor}.scale", {"x": x, **self.state[tensor]}, **attrs)
+        self.state[tensor] = {"history": scale["history"], "previous": scale["scale"]}
+        seeds = self.plan.sr_seeds.get(tensor)  # stochastic rounding (gradients, --grad-rounding sr)
+        q = self.ops.run("fp8_quantize", f"{tensor}.quantize", {"x": x, "scale": scale["scale"]},
+                         dst=attrs["format"], rounding="rne" if seeds is None else "sr",
+                         seed=None if seeds is None else seeds[self.ops.step])["out"]
+        return q, scale["scale_inv"]
+
+    def product(self, name: str, a: tuple[Val, Val], b: tuple[Val, Val]) -> Val:
+        """``(a @ b) * a_inv * b_inv`` of two quantised operands (each the values and inverse scale)."""
+        inputs = {"a": a[0], "b": b[0], "a_scale_inv": a[1], "b_scale_inv": b[1]}
+        return self.ops.run("scaled_matmul", name, inputs, **self.plan.product_attrs)["out"]
+
+    def forward(self, layer: str, h: Val, weight: Val) -> tuple[Val, tuple]:
+        x, w = self.quantize(f"{layer}.input", h), self.quantize(f"{layer}.weight", weight)
+        return self.product(f"{layer}.matmul", x, w), (x, w)
+
+    def backward(self, layer: str, grad: Val, saved: tuple, need_x: bool) -> tuple[Val | None, Val]:
+        """(dx, dw): the output gradient quantised once, meeting the forward's quantised weight
+        (dgrad) and input (wgrad). ``.T`` is a layout change both numpy and torch spell alike."""
+        (xq, x_inv), (wq, w_inv) = saved
+        g = self.quantize(f"{layer}.grad_output", grad)
+        dx = self.product(f"{layer}.dgrad", g, (Val(wq.data.T, wq.fmt), w_inv)) if need_x else None
+        dw = self.product(f"{layer}.wgrad", (Val(xq.data.T, xq.fmt), x_inv), g)
+        return dx, dw
 
 
 def _optimizer_state(ops: Recorder, plan: Plan) -> list[dict[str, Val]]:
@@ -41,17 +83,19 @@ def run_training(ops: Recorder, plan: Plan) -> list[Val]:
     params = [init[name] for name in plan.parameter_names]
     scaler = ops.source("init.loss_scale", plan.source("init.loss_scale", -1))
     optimizer_state = _optimizer_state(ops, plan)
+    fp8 = _Fp8Recipe(ops, plan) if plan.fp8_scaling else None
     for step in range(plan.steps):
         ops.new_step(step)
         batch = ops.source("batch", plan.source("batch", step))
-        grads = _forward_backward(ops, plan, params, batch, scaler["scale"])
+        grads = _forward_backward(ops, plan, params, batch, scaler["scale"], fp8)
         params, optimizer_state, scaler = _update(ops, plan, params, grads, optimizer_state, scaler)
     ops.new_step(plan.steps)
     ops.state("final.params", dict(zip(plan.parameter_names, params)))
     return params
 
 
-def _forward_backward(ops: Recorder, plan: Plan, params: list[Val], batch: dict[str, Val], scale: Val) -> list[Val]:
+def _forward_backward(ops: Recorder, plan: Plan, params: list[Val], batch: dict[str, Val], scale: Val,
+                      fp8: _Fp8Recipe | None) -> list[Val]:
     """Forward and the scaled backward of one batch: gradients in the compute format."""
     compute, names = plan.compute, plan.parameter_names
     h = ops.run("from_float32", "input.to_compute", {"x": batch["x"]}, dst=compute)["out"]
@@ -59,12 +103,15 @@ def _forward_backward(ops: Recorder, plan: Plan, params: list[Val], batch: dict[
         leaves = [ops.run("convert", f"{n}.to_compute", {"x": p}, dst=compute)["out"] for n, p in zip(names, params)]
     else:
         leaves = list(params)
-    layers = []  # per layer: (input, matmul output, add_bias output)
+    layers = []  # per layer: (input, matmul output, add_bias output, fp8: its quantised operands)
     for index, layer in enumerate(plan.layer_names):
         weight, bias = leaves[2 * index], leaves[2 * index + 1]
-        z = ops.run("matmul", f"{layer}.matmul", {"a": h, "b": weight})["out"]
+        if fp8 is not None:
+            z, saved = fp8.forward(layer, h, weight)
+        else:
+            z, saved = ops.run("matmul", f"{layer}.matmul", {"a": h, "b": weight})["out"], None
         y = ops.run("add_bias", f"{layer}.add_bias", {"x": z, "bias": bias})["out"]
-        layers.append((h, z, y))
+        layers.append((h, z, y, saved))
         h = y if index == len(plan.layer_names) - 1 else ops.run("relu", f"{layer}.relu", {"x": y})["out"]
     logits = ops.run("cast", "logits.to_fp32", {"x": h}, dst="fp32")["out"]
     labels = batch["labels"]
@@ -83,7 +130,7 @@ def _forward_backward(ops: Recorder, plan: Plan, params: list[Val], batch: dict[
     grad = ops.run("cast.backward", "logits.to_fp32.backward", {"grad": grad, "x": h}, dst="fp32")["grad_x"]
     grads: list[Val] = [None] * len(leaves)  # type: ignore[list-item]
     for index in reversed(range(len(plan.layer_names))):
-        layer, (h_in, z, y) = plan.layer_names[index], layers[index]
+        layer, (h_in, z, y, saved) = plan.layer_names[index], layers[index]
         weight, bias = leaves[2 * index], leaves[2 * index + 1]
         if index != len(plan.layer_names) - 1:
             grad = ops.run("relu.backward", f"{layer}.relu.backward", {"grad": grad, "x": y})["grad_x"]
@@ -91,9 +138,12 @@ def _forward_backward(ops: Recorder, plan: Plan, params: list[Val], batch: dict[
                       {"grad": grad, "x": z, "bias": bias}, requires=[True, True])
         grads[2 * index + 1], grad = out["grad_bias"], out["grad_x"]
         # The network's input needs no gradient: the first layer's dA is never computed.
-        out = ops.run("matmul.backward", f"{layer}.matmul.backward",
-                      {"grad": grad, "a": h_in, "b": weight}, requires=[index > 0, True])
-        grads[2 * index], grad = out["grad_b"], out.get("grad_a")
+        if fp8 is not None:
+            grad, grads[2 * index] = fp8.backward(layer, grad, saved, need_x=index > 0)
+        else:
+            out = ops.run("matmul.backward", f"{layer}.matmul.backward",
+                          {"grad": grad, "a": h_in, "b": weight}, requires=[index > 0, True])
+            grads[2 * index], grad = out["grad_b"], out.get("grad_a")
     return grads
 
 

@@ -15,7 +15,13 @@ Op names: ``input.to_compute``, ``<param>.to_compute``, ``<layer>.matmul|add_bia
 with ``.backward`` (in backward order), ``<param>.grad.to_fp32``, ``loss_scale.inverse``,
 ``grads.unscale``, ``<param>.grad.to_param``, ``<param>.sgd_step|adam_step``,
 ``loss_scale.update``; the sources ``init.params``, ``init.loss_scale``, ``batch`` and the
-state ``final.params``.
+state ``final.params``. With ``--precision fp8`` each layer's ``<layer>.matmul`` is instead
+``<layer>.input|weight.scale`` and ``.quantize``, then ``<layer>.matmul`` (a ``scaled_matmul``),
+and its ``.backward`` is ``<layer>.grad_output.scale|quantize``, ``<layer>.dgrad``,
+``<layer>.wgrad`` (see :class:`sim.gemm.Fp8Products`).
+
+Not covered (:func:`check_supported` refuses them, naming the flag): ``--clip``, the
+block-scaled recipes (``--precision mxfp8|nvfp4``) and ``--accumulate tensorcore``.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import numpy as np
 
 from sim import trace
 from sim.crosscheck.record import EmulatorBackend, OpRecord, Recorder, Val
+from sim.gemm import Fp8Products, Products
 from sim.scaler import DynamicLossScaler
 from sim.train import TrainConfig, Trainer, load_dataset
 
@@ -46,8 +53,9 @@ def check_supported(config: TrainConfig) -> None:
     """
     if config.clip is not None:
         raise UnsupportedConfig("gradient clipping (--clip) is not covered by the cross-check")
-    if config.precision in ("fp8", "mxfp8", "nvfp4"):
-        raise UnsupportedConfig(f"--precision {config.precision} is not covered by the cross-check yet")
+    if config.precision in ("mxfp8", "nvfp4"):
+        raise UnsupportedConfig(f"--precision {config.precision} (block-scaled products) is not covered by the "
+                                "cross-check; fp8 (per-tensor scales) is")
     if config.accumulate != "fp32":
         raise UnsupportedConfig("--accumulate tensorcore is not covered by the cross-check")
 
@@ -76,6 +84,12 @@ class Plan:
     optimizer_hyper: dict[str, float]  # the trainer's optimizer's hyperparameters, as both sides use them
     init_scale: np.float32
     scaler_update: dict[str, Any] | None  # the dynamic scaler's factors and interval; None for a fixed scale
+    # fp8: per quantised tensor (fc1.input, fc1.weight, fc1.grad_output, ...), its fp8_scale
+    # attributes (format, mode, margin, history length), as the trainer's Fp8Products has them
+    fp8_scaling: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    product_attrs: dict[str, Any] = dataclasses.field(default_factory=dict)  # fp8: the scaled_matmul attributes
+    # fp8 with --grad-rounding sr: per gradient tensor, the stochastic-rounding seed of each step
+    sr_seeds: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: TrainConfig, steps: int) -> Plan:
@@ -100,6 +114,7 @@ class Plan:
             optimizer_hyper=dict(trainer.optimizer.hyper),
             init_scale=trainer.scaler.scale,
             scaler_update=trainer.scaler.update_factors() if isinstance(trainer.scaler, DynamicLossScaler) else None,
+            **_fp8_plan(trainer.products, steps),
         )
 
     def source(self, name: str, step: int) -> dict[str, tuple[np.ndarray, str]]:
@@ -114,6 +129,27 @@ class Plan:
             return {"x": (np.ascontiguousarray(self.x_train[index]).view(np.uint32), "fp32"),
                     "labels": (np.asarray(self.y_train[index], dtype=np.int64), "int64")}
         raise ValueError(f"unknown source {name!r}")
+
+
+def _fp8_plan(products: Products, steps: int) -> dict[str, Any]:
+    """The fp8 recipe's settings, from the trainer's own products object (nothing for other
+    recipes); with stochastic rounding, the seeds it will use, as it derives them."""
+    if not isinstance(products, Fp8Products):
+        return {}
+    sr_seeds: dict[str, list[int]] = {}
+    if products.grad_rounding == "sr":
+        gradients = [name for name in products.tensor_names if name.endswith(".grad_output")]
+        sr_seeds = {name: [] for name in gradients}
+        for step in range(steps):
+            products.begin_step(step)
+            for name in gradients:
+                sr_seeds[name].append(products.seed_for(name, 0))  # one quantisation per tensor and step
+    return {
+        "fp8_scaling": {name: {"format": s.fmt.name, "mode": s.mode, "margin": s.margin, "length": s.length}
+                        for name, s in products.scalings.items()},
+        "product_attrs": products.accumulation.describe(),
+        "sr_seeds": sr_seeds,
+    }
 
 
 def record_trainer(plan: Plan) -> list[OpRecord]:

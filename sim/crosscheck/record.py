@@ -34,8 +34,7 @@ import numpy as np
 
 import softfloat16 as sf
 import softfloat16.linalg as linalg
-from sim import tensor
-from sim.config import PRECISIONS
+from sim import gemm, tensor
 from sim.diagnostics import count_nonfinite
 from sim.optim import SGD, Adam
 from sim.scaler import DynamicLossScaler, StaticLossScaler
@@ -52,7 +51,9 @@ __all__ = [
     "replay",
 ]
 
-FLOAT_FORMATS = PRECISIONS  # a dump holds the formats a training run computes in, no others
+# The formats a dump holds: those a training run computes in, and the FP8 operands of the fp8
+# recipe. (Not sim.config.PRECISIONS: there fp8/mxfp8/nvfp4 name recipes, not formats.)
+FLOAT_FORMATS = {fmt.name: fmt for fmt in (sf.fp32, sf.fp16, sf.bf16, sf.fp8_e4m3fn, sf.fp8_e5m2)}
 DATA_FORMATS = {"bool": np.dtype(np.bool_), "int32": np.dtype(np.int32), "int64": np.dtype(np.int64)}
 
 
@@ -263,6 +264,42 @@ def _matmul_backward(backend: EmulatorBackend, inputs: dict[str, Val], attrs: di
         node = tensor.matmul(_leaf(a, requires_a), _leaf(b, requires_b))
         grad_a, grad_b = node.backward_rule(np.asarray(grad.data), _ROOT)
     return _grads(("grad_a", "grad_b"), (grad_a, grad_b), (a.fmt, b.fmt))
+
+
+@_kind("fp8_scale")
+def _fp8_scale(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
+    # sim.gemm's TensorScaling with the op's state loaded: its amax, its scale rule, its history.
+    scaling = gemm.TensorScaling(FLOAT_FORMATS[attrs["format"]], attrs["mode"], attrs["length"], attrs["margin"])
+    history = np.asarray(inputs["history"].data, dtype=np.uint32).view(np.float32)
+    scaling.load_state_dict({"scale": _scale_value(inputs["previous"]), "history": [float(v) for v in history]})
+    amax = gemm.amax_bits(np.asarray(inputs["x"].data, dtype=np.uint32))
+    scale = scaling.scale_for(amax.view(np.float32))
+    return {
+        "amax": _out(amax, "fp32"),
+        "scale": _out(np.float32(scale).view(np.uint32), "fp32"),
+        "scale_inv": _out((np.float32(1.0) / scale).view(np.uint32), "fp32"),
+        "history": _out(np.asarray(scaling.history, dtype=np.float32).view(np.uint32), "fp32"),
+    }
+
+
+@_kind("fp8_quantize")
+def _fp8_quantize(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
+    options: dict[str, Any] = {"saturate": True}
+    if attrs["rounding"] == "sr":
+        options.update(rounding="sr", seed=attrs["seed"])
+    scaled = sf.fp32.mul(inputs["x"].data, inputs["scale"].data)
+    return {"out": _out(sf.convert(scaled, src=sf.fp32, dst=FLOAT_FORMATS[attrs["dst"]], **options), attrs["dst"])}
+
+
+@_kind("scaled_matmul")
+def _scaled_matmul(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
+    a, b = inputs["a"], inputs["b"]
+    accumulation = gemm.Accumulation() if backend.tensor_core is None else gemm.Accumulation(
+        "tensorcore", backend.tensor_core)
+    total = accumulation.matmul(np.ascontiguousarray(a.data), np.ascontiguousarray(b.data), _fmt(a), sf.fp32,
+                                b_format=_fmt(b))
+    out = sf.fp32.mul(sf.fp32.mul(total, inputs["a_scale_inv"].data), inputs["b_scale_inv"].data)
+    return {"out": _out(out, "fp32")}
 
 
 @_kind("add_bias")

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+import softfloat16 as sf
 from sim.crosscheck import torch_exact
 from sim.crosscheck.record import FLOAT_FORMATS, Val, storage_dtype
 
@@ -57,6 +58,8 @@ def _dtypes(torch) -> dict[str, tuple[Any, Any]]:
         "fp16": (torch.float16, torch.int16),
         "bf16": (torch.bfloat16, torch.int16),
         "fp32": (torch.float32, torch.int32),
+        "fp8_e4m3fn": (torch.float8_e4m3fn, torch.uint8),
+        "fp8_e5m2": (torch.float8_e5m2, torch.uint8),
         "bool": (torch.bool, torch.bool),
         "int32": (torch.int32, torch.int32),
         "int64": (torch.int64, torch.int64),
@@ -162,7 +165,7 @@ class TorchBackend:
         value_dtype, int_dtype = self.dtypes[fmt]
         array = np.array(bits, dtype=storage_dtype(fmt), order="C")  # a copy, 0-d kept 0-d
         if fmt in FLOAT_FORMATS:
-            array = array.view({2: np.int16, 4: np.int32}[array.itemsize])
+            array = array.view({1: np.uint8, 2: np.int16, 4: np.int32}[array.itemsize])
         return self.torch.from_numpy(array).view(value_dtype).to(self.device)
 
     def to_bits(self, data: Any, fmt: str) -> np.ndarray:
@@ -220,6 +223,81 @@ class TorchBackend:
         if requires_b:
             out["grad_b"] = Val(gemm(a.t(), grad), fmts["b"])
         return out, ("exact:k-loop" if self._exact else self._library("torch.matmul"))
+
+    # --- the fp8 recipe (sim.gemm.Fp8Products) ------------------------------------------------------
+
+    def _fp8_scale(self, x, fmts, attrs):
+        """One use's amax, its scale 2**(floor(log2(fmax / amax')) - margin) clamped to 2**+-127,
+        where amax' is this amax (current) or the largest of the history (delayed; a NaN is the
+        largest); while amax' is 0 or not finite the previous scale stays. Then the new history."""
+        torch = self.torch
+        value, history, previous = x["x"], x["history"], x["previous"]
+        amax = value.abs().max()  # torch.max propagates NaN
+        mode = attrs["mode"]
+        if mode == "none":
+            scale = torch.ones((), dtype=torch.float32, device=value.device)
+        else:
+            basis = amax if mode == "current" else (history.max() if history.numel() else None)
+            usable = basis is not None and bool(torch.isfinite(basis) & (basis > 0))
+            fmax = torch.finfo(self.dtypes[attrs["format"]][0]).max
+            scale = self._power_of_two_scale(basis, fmax, attrs["margin"]) if usable else previous
+        if mode == "delayed":
+            history = torch.cat([history, amax.reshape(1)])[-attrs["length"]:]
+        one = torch.ones((), dtype=torch.float32, device=value.device)
+        impl = "exact:frexp" if self._exact else self._library("torch.log2")
+        return {"amax": Val(amax, "fp32"), "scale": Val(scale, "fp32"), "scale_inv": Val(one / scale, "fp32"),
+                "history": Val(history, "fp32")}, impl
+
+    def _power_of_two_scale(self, amax, fmax: float, margin: int):
+        torch = self.torch
+        if not self._exact:  # the usual torch spelling: the log2 of a rounded quotient, rounded
+            exponent = torch.floor(torch.log2(fmax / amax)) - margin
+            return torch.pow(2.0, exponent.clamp(-127, 127)).to(torch.float32)
+        # The largest k with amax * 2**k <= fmax, from the binary exponents (FP64 holds every FP32
+        # value and these products exactly): amax = m * 2**e, fmax = f * 2**g, m, f in [0.5, 1),
+        # so k = g - e, or g - e - 1 where m > f.
+        wide = amax.double()
+        _, e = torch.frexp(wide)
+        _, g = torch.frexp(torch.tensor(fmax, dtype=torch.float64))
+        k = int(g) - int(e)
+        if bool(wide * 2.0**k > fmax):
+            k -= 1
+        k = max(-127, min(127, k - margin))
+        return torch.tensor(2.0**k, dtype=torch.float64).to(torch.float32).to(amax.device)  # exact: |k| <= 127
+
+    def _fp8_quantize(self, x, fmts, attrs):
+        """``x * scale`` in FP32, then the saturating RNE cast: torch's E4M3FN cast saturates, its
+        E5M2 cast overflows to inf, so both are clamped to the format's largest value first
+        (exact, and NaN passes through the clamp). Library mode casts without the clamp.
+        Stochastic rounding (``rounding="sr"``): :func:`torch_exact.stochastic_round_fp8` with the
+        op seed's words of softfloat16's Philox stream (the one thing taken from softfloat16)."""
+        torch = self.torch
+        dst = attrs["dst"]
+        dtype = self.dtypes[dst][0]
+        scaled = x["x"] * x["scale"]
+        if attrs["rounding"] == "sr":  # torch has no stochastic cast: both modes use the defined rule
+            words = np.asarray(sf.stochastic.random_words(attrs["seed"], tuple(scaled.shape)), dtype=np.int64)
+            out = torch_exact.stochastic_round_fp8(scaled, dtype, torch.from_numpy(words).to(scaled.device))
+            return {"out": Val(out, dst)}, "exact:sr"
+        if attrs["rounding"] != "rne":
+            raise ValueError(f"fp8_quantize: unknown rounding {attrs['rounding']!r}")
+        if not self._exact:
+            return {"out": Val(scaled.to(dtype), dst)}, self._library(f"Tensor.to({dtype})")
+        fmax = torch.finfo(dtype).max
+        return {"out": Val(scaled.clamp(-fmax, fmax).to(dtype), dst)}, "exact"
+
+    def _scaled_matmul(self, x, fmts, attrs):
+        a, b, a_inv, b_inv = x["a"], x["b"], x["a_scale_inv"], x["b_scale_inv"]
+        if not self._exact:
+            try:  # b column-major, as cuBLASLt needs it (the CPU kernel takes either)
+                out = self.torch._scaled_mm(a, b.t().contiguous().t(), scale_a=a_inv, scale_b=b_inv,
+                                            out_dtype=self.torch.float32)
+                return {"out": Val(out, "fp32")}, self._library("torch._scaled_mm")
+            except RuntimeError:  # e.g. CUDA's sizes that are not multiples of 16: dequantise instead
+                out = self.torch.matmul(a.float() * a_inv, b.float() * b_inv)
+                return {"out": Val(out, "fp32")}, self._library("torch.matmul of dequantised FP32")
+        # FP8 products are exact in FP32: the k-loop of FP32 adds, then the two inverse scales
+        return {"out": Val(torch_exact.matmul(a, b, self.torch.float32) * a_inv * b_inv, "fp32")}, "exact:k-loop"
 
     def _add_bias(self, x, fmts, attrs):
         return {"out": Val(x["x"] + x["bias"][None, :], fmts["x"])}, "exact"

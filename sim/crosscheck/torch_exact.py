@@ -12,7 +12,8 @@ What torch has no single op for is built from error-free transformations in FP64
   moves one ulp toward the error), and round-to-odd in 53 bits followed by one rounding to 24
   bits is correctly rounded (Boldo and Melquiond, 2008).
 - :func:`matmul`: the emulator's sequential accumulation ``((0 + p_0) + p_1) + ...`` as an
-  explicit k-loop: FP16 products are exact in FP32 and added with FP32 ``+``; so are BF16
+  explicit k-loop: FP16 and FP8 (E4M3FN, E5M2, mixed) products are exact in FP32 and added with
+  FP32 ``+``; so are BF16
   products (16 significant bits) when every one of them lies in FP32's normal range, which is
   checked first; otherwise, and for FP32 inputs, products are formed exactly in FP64 and added
   with the round-to-odd sum above.
@@ -20,6 +21,8 @@ What torch has no single op for is built from error-free transformations in FP64
   about 1 in 6 random FP32 inputs lands one ulp off), so the square root is estimated in FP64,
   rounded to FP32 and corrected by comparing the exact FP64 squares of the two neighbouring
   midpoints (25 bits, so their squares are exact) with the input.
+- :func:`stochastic_round_fp8`: the project's stochastic rounding rule (docs/formats-spec.md)
+  from FP32 to FP8, in exact FP64 steps, fed the random words of softfloat16's Philox stream.
 - :func:`exp32` / :func:`log32`: :mod:`sim.fp32math`'s algorithm itself (its ``exp_steps`` /
   ``log_steps`` and constants), driven with torch operations (:class:`TorchFp32`).
 
@@ -28,6 +31,7 @@ collected) without torch installed.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from sim import fp32math
@@ -35,7 +39,8 @@ from sim import fp32math
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["TorchFp32", "add_round32", "exp32", "fma32", "log32", "matmul", "sequential_sum", "sqrt"]
+__all__ = ["TorchFp32", "add_round32", "exp32", "fma32", "log32", "matmul", "sequential_sum", "sqrt",
+           "stochastic_round_fp8"]
 
 
 def _torch():
@@ -96,7 +101,7 @@ def sqrt(x: torch.Tensor) -> torch.Tensor:
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    """``a @ b`` (2-D, one dtype) as the emulator's sequential FP32 accumulation, rounded once to
+    """``a @ b`` (2-D, one dtype or two FP8 dtypes) as the emulator's sequential FP32 accumulation, rounded once to
     ``out_dtype``: ``acc = +0; acc = round32(acc + a[:, t] * b[t, :])`` for t ascending.
 
     >>> import pytest; torch = pytest.importorskip("torch")
@@ -105,11 +110,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype) -> torch.Te
     True
     """
     torch = _torch()
-    if a.dtype != b.dtype or a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"matmul: expected (m, k) @ (k, n) of one dtype, got {a.dtype}{tuple(a.shape)} "
-                         f"and {b.dtype}{tuple(b.shape)}")
+    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    same = a.dtype == b.dtype or (a.dtype in fp8 and b.dtype in fp8)
+    if not same or a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul: expected (m, k) @ (k, n) of one dtype (or two FP8 dtypes), got "
+                         f"{a.dtype}{tuple(a.shape)} and {b.dtype}{tuple(b.shape)}")
     acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32, device=a.device)
-    if a.dtype == torch.float16 or (a.dtype == torch.bfloat16 and _products_normal_in_fp32(a, b)):
+    # FP16 and FP8 products (at most 11 x 11 significant bits, magnitudes 2**-48 .. 2**32) are exact in FP32.
+    if a.dtype in (torch.float16, *fp8) or (a.dtype == torch.bfloat16 and _products_normal_in_fp32(a, b)):
         left, right = a.float(), b.float()
         for t in range(a.shape[1]):
             acc = acc + left[:, t:t + 1] * right[t:t + 1, :]
@@ -134,6 +142,45 @@ def _products_normal_in_fp32(a: torch.Tensor, b: torch.Tensor) -> bool:
     (a_low, a_high), (b_low, b_high) = magnitudes
     # exact FP64 products, within FP32's normal range
     return a_low * b_low >= 2.0**fp32math.FP32.emin and a_high * b_high < 2.0 ** (fp32math.FP32.emax + 1)
+
+
+def _two_to(exponents: torch.Tensor) -> torch.Tensor:
+    """``2.0**n`` in FP64 for integer tensors n in [-1022, 1023], built from the bits (exact; a
+    vectorized ``pow`` need not be)."""
+    torch = _torch()
+    return ((exponents.to(torch.int64) + 1023) << 52).view(torch.float64)
+
+
+def stochastic_round_fp8(x: torch.Tensor, dtype: torch.dtype, words: torch.Tensor) -> torch.Tensor:
+    """FP32 ``x`` rounded stochastically to an FP8 ``dtype``, saturating, as docs/formats-spec.md
+    defines it with R = 32: with q the magnitude truncated to the format's precision (subnormal
+    precision below its smallest normal) and d the first 32 bits discarded, the magnitude is
+    q + 1 ulp iff d + r >= 2**32, r the element's 32-bit word ``words`` (int64 tensor of x's
+    shape). Beyond the largest value (inf included) it saturates; NaN stays NaN. Every step is
+    exact in FP64 (an FP32 magnitude over a power-of-two ulp has at most 24 significant bits).
+
+    >>> import pytest; torch = pytest.importorskip("torch")
+    >>> x = torch.tensor([1.0625, 1.0625, 500.0, -1e-9])   # 1 + ulp/2 in E4M3: up iff r >= 2**31
+    >>> r = torch.tensor([2**31 - 1, 2**31, 0, 2**32 - 1])
+    >>> stochastic_round_fp8(x, torch.float8_e4m3fn, r).float().tolist()
+    [1.0, 1.125, 448.0, -0.001953125]
+    """
+    torch = _torch()
+    info = torch.finfo(dtype)
+    fraction_bits = 1 - math.frexp(info.eps)[1]  # eps = 2**-fraction_bits
+    emin = math.frexp(info.smallest_normal)[1] - 1
+    wide = x.double()
+    finite = torch.isfinite(wide)
+    magnitude = torch.where(finite, wide.abs(), torch.zeros_like(wide))
+    _, exponent = torch.frexp(magnitude)  # magnitude = m * 2**exponent, m in [0.5, 1): its leading bit is exponent - 1
+    ulp = _two_to(torch.clamp(exponent - 1, min=emin) - fraction_bits)
+    scaled = magnitude / ulp
+    kept = torch.floor(scaled)
+    discarded = torch.floor((scaled - kept) * 2.0**32).to(torch.int64)
+    rounded = (kept + (discarded + words >= 2**32).to(torch.float64)) * ulp
+    rounded = torch.where(finite, torch.clamp(rounded, max=info.max), torch.full_like(wide, info.max))
+    out = torch.where(torch.isnan(wide), wide, torch.copysign(rounded, wide))
+    return out.float().to(dtype)  # exact: every value is one of the format's
 
 
 def sequential_sum(x: torch.Tensor, dim: int) -> torch.Tensor:

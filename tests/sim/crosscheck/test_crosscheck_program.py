@@ -3,9 +3,10 @@ import hashlib
 
 import numpy as np
 import pytest
-from crosscheck_cases import BF16, FP16_DYNAMIC, STEPS, emulator_records, plan_for
+from crosscheck_cases import BF16, FP8_DELAYED, FP8_STEPS, FP16_DYNAMIC, STEPS, emulator_records, plan_for
 
 import softfloat16 as sf
+from sim.crosscheck import cli
 from sim.crosscheck.compare import compare_records, format_report
 from sim.crosscheck.loop import run_training
 from sim.crosscheck.program import Plan, UnsupportedConfig, record_trainer
@@ -48,7 +49,12 @@ def test_records_are_the_trainers_own_run(config):
     {"precision": "fp16", "optimizer": "adam", "master_weights": False, "loss_scale": "static", "scale": 1024.0},
     {"precision": "fp32", "optimizer": "sgd", "momentum": 0.0, "weight_decay": 0.01},
     {"precision": "bf16", "optimizer": "adam", "weight_decay": 0.001, "hidden": (8, 8)},
-], ids=["fp16-dynamic", "fp16-adam-no-master", "fp32-sgd-decay", "bf16-adam-two-layers"])
+    {"precision": "fp8", "hidden": (8, 8), "amax_history": 3},
+    {"precision": "fp8", "fp8_scaling": "current", "fp8_margin": 1, "optimizer": "adam"},
+    {"precision": "fp8", "fp8_scaling": "none", "loss_scale": "dynamic", "scale": 2.0**20, "growth_interval": 4},
+    {"precision": "fp8", "grad_rounding": "sr", "hidden": (8, 8)},
+], ids=["fp16-dynamic", "fp16-adam-no-master", "fp32-sgd-decay", "bf16-adam-two-layers", "fp8-delayed-two-layers",
+        "fp8-current-adam", "fp8-none-dynamic-loss-scale", "fp8-stochastic-gradients"])
 def test_the_reference_loop_mirrors_the_trainer_op_for_op(overrides):
     """The loop the torch reference runs, run on the emulator's kinds instead, reproduces the
     trainer's own records: the same ops in the same order with the same roles, formats,
@@ -78,6 +84,37 @@ def test_replaying_the_emulator_on_itself_is_identical():
     assert report.bit_identical and len(report.results) == len(records) - 1  # all but the final state
 
 
-def test_clipping_is_not_covered():
-    with pytest.raises(UnsupportedConfig, match="clip"):
-        Plan.from_config(TrainConfig(clip=1.0, data="synthetic", hidden=(4,)), 1)
+@pytest.mark.parametrize("overrides, flag", [
+    ({"clip": 1.0}, "--clip"),
+    ({"precision": "mxfp8"}, "--precision mxfp8"),
+    ({"precision": "nvfp4"}, "--precision nvfp4"),
+    ({"precision": "fp8", "accumulate": "tensorcore"}, "--accumulate tensorcore"),
+    ({"precision": "fp16", "accumulate": "tensorcore"}, "--accumulate tensorcore"),
+    ({"precision": "mxfp8", "grad_rounding": "sr"}, "--precision mxfp8"),
+], ids=["clip", "mxfp8", "nvfp4", "fp8-tensorcore", "fp16-tensorcore", "mxfp8-sr"])
+def test_what_is_not_covered_is_refused_naming_the_flag(overrides, flag, capsys):
+    config = TrainConfig(data="synthetic", hidden=(32,), **overrides)
+    with pytest.raises(UnsupportedConfig, match=flag):
+        Plan.from_config(config, 1)
+    argv = [f"--{k.replace('_', '-')}={v}" for k, v in overrides.items()]
+    assert cli.main([*argv, "--data", "synthetic", "--hidden", "32", "--steps", "1"]) == 2
+    (message,) = capsys.readouterr().err.splitlines()  # one line, naming the flag
+    assert flag in message and "not covered by the cross-check" in message
+
+
+def test_fp8_scale_records_carry_the_whole_scaling_state():
+    """Each fp8_scale op takes the tensor and the state before (history, previous scale) and gives
+    the amax, the scale, its inverse and the history after: the next use's inputs are this one's
+    outputs, so a reference that keeps its own state is held to sim's at every use."""
+    plan = plan_for(FP8_DELAYED, FP8_STEPS)
+    records = [r for r in emulator_records(FP8_DELAYED, FP8_STEPS) if r.name == "fc2.grad_output.scale"]
+    assert len(records) == FP8_STEPS and records[0].attrs == plan.fp8_scaling["fc2.grad_output"]
+    assert records[0].attrs == {"format": "fp8_e5m2", "mode": "delayed", "margin": 0, "length": 16}
+    for before, after in zip(records, records[1:]):
+        outputs, inputs = {r: b for r, _, b in before.outputs}, {r: b for r, _, b in after.inputs}
+        assert np.array_equal(outputs["history"], inputs["history"])
+        assert np.array_equal(outputs["scale"], inputs["previous"])
+    final = {r: b for r, _, b in records[-1].outputs}
+    assert final["history"].shape == (16,) and final["history"][-1] == final["amax"]
+    scales = {float(np.asarray(b).view(np.float32)) for r in records for role, _, b in r.outputs if role == "scale"}
+    assert len(scales) > 1 and all(s == 2.0 ** round(np.log2(s)) for s in scales)  # powers of two, and they move
