@@ -21,9 +21,10 @@ from ._kernels.loops import FAST_MAX_FRACTION_BITS
 from .formats import Format, bf16, fp16, fp32
 from .formats import format as parse_format
 from .ops import as_bits, convert
+from .reductions import dot, sum  # noqa: A004 - sf.linalg.sum, as the API names it
 from .rounding import Rounding, parse_rounding
 
-__all__ = ["ORDERS", "TENSOR_CORES", "TensorCore", "matmul"]
+__all__ = ["ORDERS", "TENSOR_CORES", "TensorCore", "dot", "matmul", "sum"]
 
 ORDERS = kernels.ROWS._fields  # ("sequential", "pairwise", "tensorcore"): one row kernel each
 # Products with fewer multiply-adds than this run on one thread: starting threads costs more.
