@@ -25,3 +25,13 @@ __all__ = [
     "tf32_fp32",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``sf.torch`` imports the optional dispatch mode on first use (``import softfloat16`` alone
+    never imports torch)."""
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'softfloat16' has no attribute {name!r}")

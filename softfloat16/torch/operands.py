@@ -1,0 +1,99 @@
+"""Operands of an aten call as the emulator reads them: bit arrays in the result's format (or FP32
+for the opmath steps), with torch's type promotion and its rules for Python scalars."""
+from __future__ import annotations
+
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch.utils import _pytree as pytree
+
+from softfloat16.formats import Format
+
+from .machine import FP32, Machine, scalar_bits
+from .tensors import DTYPE_FORMATS, INTEGER_VIEWS, bits
+
+__all__ = ["Result", "as_signed", "elementwise_result", "fill_bits", "is_scalar", "meta_call", "operand32",
+           "operand_bits"]
+
+
+def is_scalar(x) -> bool:
+    return isinstance(x, numbers.Number) and not isinstance(x, complex)
+
+
+def _to_meta(x):
+    if isinstance(x, torch.Tensor):
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+    return x
+
+
+def meta_call(func, args: tuple, kwargs: dict):
+    """The op run on meta tensors of the same shapes and dtypes: torch's own type promotion and
+    broadcasting, without computing anything."""
+    meta_args, meta_kwargs = pytree.tree_map(_to_meta, (args, kwargs))
+    return func(*meta_args, **meta_kwargs)
+
+
+class Result(NamedTuple):
+    dtype: torch.dtype
+    shape: torch.Size
+
+
+def elementwise_result(func, args: tuple, kwargs: dict) -> Result:
+    """dtype and shape of an elementwise op's result. When every tensor operand has one floating
+    dtype and the rest are real Python numbers, that dtype and the broadcast shape (type promotion
+    never leaves a floating dtype for a real scalar); otherwise torch's own answer (:func:`meta_call`)."""
+    leaves = pytree.tree_leaves((args, kwargs))
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    if tensors and "dtype" not in kwargs:
+        dtype = tensors[0].dtype
+        if dtype.is_floating_point and all(t.dtype == dtype for t in tensors) and all(
+                isinstance(x, torch.Tensor) or not isinstance(x, complex) for x in leaves):
+            return Result(dtype, torch.broadcast_shapes(*(t.shape for t in tensors)))
+    out = meta_call(func, args, kwargs)
+    return Result(out.dtype, out.shape)
+
+
+def operand_bits(machine: Machine, x, dtype: torch.dtype) -> np.ndarray:
+    """``x`` (a tensor or a Python number) as bit patterns of ``dtype``'s format: a tensor of
+    another dtype is converted as TensorIterator casts it (rounded by the machine), a Python
+    number as torch converts a scalar (double -> float32 -> format, to nearest even)."""
+    fmt = DTYPE_FORMATS[dtype]
+    if isinstance(x, torch.Tensor):
+        return bits(x if x.dtype == dtype else machine.convert(x, dtype))
+    if is_scalar(x):
+        return scalar_bits(x, fmt, machine.nan)
+    raise TypeError(f"unexpected operand {x!r}")
+
+
+def operand32(machine: Machine, x, dtype: torch.dtype, scalar: str = "cast") -> np.ndarray:
+    """``x`` as FP32 patterns for the opmath steps of an op whose result has ``dtype``.
+
+    ``scalar="cast"``: a Python number (or a 0-dim tensor of another dtype) is first converted to
+    ``dtype``, then widened: what torch does for ``add``/``sub``, comparisons, ``clamp``.
+    ``scalar="opmath"``: it is converted straight to FP32, which torch's CPU ``mul`` and ``div``
+    do for a scalar second operand of a half or bfloat16 op (measured on torch 2.13:
+    ``x * 0.1`` multiplies by float32(0.1), ``x + 0.1`` adds float16(0.1)).
+    """
+    fmt = DTYPE_FORMATS[dtype]
+    if scalar == "opmath" and fmt is not FP32:
+        if is_scalar(x):
+            return scalar_bits(x, FP32, machine.nan)
+        if isinstance(x, torch.Tensor) and x.dim() == 0 and x.dtype != dtype:
+            return operand_bits(machine, x, torch.float32)
+    return machine.widen(operand_bits(machine, x, dtype), fmt)
+
+
+def as_signed(patterns, fmt: Format) -> int:
+    """A single bit pattern as the signed integer the same-width torch integer dtype holds."""
+    signed = {np.uint8: np.uint8, np.uint16: np.int16, np.uint32: np.int32}[fmt.dtype]
+    return int(np.asarray(patterns, dtype=fmt.dtype).reshape(()).view(signed))
+
+
+def fill_bits(tensor: torch.Tensor, pattern) -> torch.Tensor:
+    """Fill ``tensor`` in place with one bit pattern of its format (no rounding by torch)."""
+    fmt = DTYPE_FORMATS[tensor.dtype]
+    tensor.view(INTEGER_VIEWS[tensor.element_size()]).fill_(as_signed(pattern, fmt))
+    return tensor
+

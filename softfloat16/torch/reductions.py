@@ -1,0 +1,149 @@
+"""Reductions: sum, mean, amax / amin (and max() / min() of a whole tensor).
+
+Sums run in the machine's ``accumulate`` format and ``order`` over the reduced elements taken in
+row-major order of the reduced dimensions, starting from +0 (:func:`row_sums`), then are rounded
+once into the result's format. ``mean`` divides the FP32 sum by the count in one FP32 step and
+rounds once (what torch 2.13 CPU does for half and bfloat16).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import softfloat16 as sf
+from softfloat16.formats import Format
+
+from .elementwise import maximum
+from .machine import FP32, Machine
+from .operands import meta_call
+from .registry import aten_arg, implements
+from .tensors import DTYPE_FORMATS, bits, from_bits, is_emulated
+
+__all__ = ["row_extreme", "row_sums"]
+
+
+def row_sums(machine: Machine, patterns: np.ndarray, fmt: Format, accumulate: Format | None = None) -> np.ndarray:
+    """FP32 patterns of the sums of each row of an (m, k) array of ``fmt`` patterns.
+
+    The one place a sum is computed: today a matmul with a column of ones (products ``x * 1`` are
+    exact, so the sequential order is ``((0 + x0) + x1) + ...``); ``sf.linalg.sum`` will replace
+    it once that lands, without changing any result of the sequential order. ``accumulate``:
+    the machine's unless given (the FP32 steps inside softmax and friends accumulate in FP32).
+
+    >>> m = Machine()
+    >>> x = sf.fp16.from_float(np.array([[1.0, 2.0**-11, 2.0**-11]]))
+    >>> sf.fp32.to_float(row_sums(m, x, sf.fp16))
+    array([1.00097656])
+    """
+    ones = np.full((patterns.shape[1], 1), fmt.one, dtype=fmt.dtype)
+    accumulate = machine.accumulate if accumulate is None else accumulate
+    total = sf.linalg.matmul(patterns, ones, fmt, accumulate=accumulate, out_format=FP32,
+                             order=machine.order, rounding=machine.step["rounding"], tensor_core=machine.tensor_core)
+    return np.asarray(total)[:, 0]
+
+
+def row_extreme(machine: Machine, rows: np.ndarray, fmt: Format, largest: bool = True) -> np.ndarray:
+    """The largest (smallest) pattern of each row of an (m, k) array, k >= 1: exact selection with
+    ``-0 < +0``; a row holding a NaN gives the profile's NaN of its first NaN."""
+    nan = fmt.is_nan(rows)
+    sentinel = np.iinfo(np.int64).min if largest else np.iinfo(np.int64).max
+    key = np.where(nan, sentinel, _order_key(rows, fmt))
+    chosen = np.argmax(key, axis=1) if largest else np.argmin(key, axis=1)
+    result = rows[np.arange(rows.shape[0]), chosen]
+    has_nan = nan.any(axis=1)
+    if has_nan.any():
+        first = rows[np.arange(rows.shape[0]), np.argmax(nan, axis=1)]
+        result = np.where(has_nan, machine.propagate_nan(fmt, first), result)
+    return result
+
+
+def _order_key(patterns: np.ndarray, fmt: Format) -> np.ndarray:
+    """Integers ordered as the (non-NaN) values are, with -0 just below +0."""
+    patterns = patterns.astype(np.int64)
+    if not fmt.signed:
+        return patterns
+    magnitude = patterns & fmt.magnitude_mask
+    return np.where(patterns & fmt.sign_mask, -magnitude - 1, magnitude)
+
+
+def _dims(x: torch.Tensor, dim) -> list[int]:
+    """The reduced dimensions (an empty list or None: all of them, as torch's sum/amax read it)."""
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return list(range(x.dim()))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    return sorted({d % max(x.dim(), 1) for d in dims})
+
+
+def _rows(x: torch.Tensor, dims: list[int]) -> np.ndarray:
+    """``x``'s patterns as an (m, k) array: kept dimensions first, reduced ones last."""
+    kept = [d for d in range(x.dim()) if d not in dims]
+    moved = x.permute(*kept, *dims) if x.dim() else x
+    count = int(np.prod([x.shape[d] for d in dims])) if dims else 1
+    return bits(moved).reshape(-1, count)
+
+
+def _sum_args(func, args, kwargs):
+    self = args[0]
+    if func._overloadname == "default":  # sum(self, *, dtype)
+        return self, None, False
+    return self, aten_arg(args, kwargs, 1, "dim"), aten_arg(args, kwargs, 2, "keepdim", False)
+
+
+def _sum32(machine: Machine, func, args, kwargs):
+    """(result meta, FP32 sums, count) for sum and mean, or None when the result is not emulated."""
+    out = meta_call(func, args, kwargs)
+    if not is_emulated(out.dtype):
+        return None
+    self, dim, _ = _sum_args(func, args, kwargs)
+    if self.dtype != out.dtype:  # sum(x_half, dtype=torch.float32): convert, then sum
+        self = machine.convert(self, out.dtype)
+    dims = _dims(self, dim)
+    rows = _rows(self, dims)
+    return out, row_sums(machine, rows, DTYPE_FORMATS[out.dtype]), rows.shape[1]
+
+
+@implements("sum", inplace=False)
+def sum_(machine, func, args, kwargs):
+    """Sum in the accumulation format and order, one rounding into the result's format."""
+    found = _sum32(machine, func, args, kwargs)
+    if found is None:
+        return func(*args, **kwargs)
+    out, total, _ = found
+    return from_bits(machine.narrow(total, DTYPE_FORMATS[out.dtype]), out.dtype, out.shape)
+
+
+@implements("mean", inplace=False)
+def mean(machine, func, args, kwargs):
+    """The FP32 sum divided by the count in one FP32 step, then one rounding into the result's
+    format (torch 2.13 CPU, measured: half and bfloat16 ``mean`` do not round the sum first)."""
+    found = _sum32(machine, func, args, kwargs)
+    if found is None:
+        return func(*args, **kwargs)
+    out, total, count = found
+    quotient = machine.div(total, FP32.from_float(np.int64(count)))
+    return from_bits(machine.narrow(quotient, DTYPE_FORMATS[out.dtype]), out.dtype, out.shape)
+
+
+@implements("amax", "amin", "max", "min", inplace=False)
+def amax(machine, func, args, kwargs):
+    """Largest / smallest element (exact selection, ``-0 < +0``); a NaN anywhere gives the NaN
+    profile's NaN of the first NaN in row-major order. ``max(a, b)`` is ``maximum``; ``max(x,
+    dim)`` (values and indices) is native."""
+    name = func.overloadpacket.__name__
+    largest = name in ("amax", "max")
+    if name in ("max", "min") and func._overloadname not in ("default",):
+        if func._overloadname == "other":
+            return maximum(machine, getattr(torch.ops.aten, "maximum" if largest else "minimum").default,
+                           args, kwargs)
+        return func(*args, **kwargs)  # max.dim: a selection with indices, native
+    out = meta_call(func, args, kwargs)
+    if not is_emulated(out.dtype):
+        return func(*args, **kwargs)
+    self = args[0]
+    dim = aten_arg(args, kwargs, 1, "dim", []) if name in ("amax", "amin") else None
+    fmt = DTYPE_FORMATS[out.dtype]
+    rows = _rows(self, _dims(self, dim))
+    if rows.shape[1] == 0:
+        return func(*args, **kwargs)  # torch raises for an empty reduction
+    result = row_extreme(machine, rows, fmt, largest)
+    return from_bits(result, out.dtype, out.shape)

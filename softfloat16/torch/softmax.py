@@ -1,0 +1,206 @@
+"""exp, log, sigmoid, softmax, log_softmax, their backwards, and the negative log likelihood
+(``F.cross_entropy`` reaches the mode as ``_log_softmax`` + ``nll_loss_forward``).
+
+Every step is an FP32 operation of the emulator on operands widened from the tensor's format,
+and the result is rounded once into the output's format. exp and log are the emulated FP32
+algorithms of :mod:`softfloat16.torch.fp32math` (bit-exact to that definition, not to a vendor's
+libm). Sums along the softmax dimension accumulate in FP32 in the machine's order, over the
+elements in index order.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import fp32math
+from .elementwise import ONE32, _unary
+from .machine import FP32, Machine
+from .operands import meta_call
+from .reductions import row_extreme, row_sums
+from .registry import NotEmulated, aten_arg, implements
+from .tensors import DTYPE_FORMATS, bits, from_bits, is_emulated
+
+__all__ = ["exp32", "log32"]
+
+exp32, log32 = fp32math.exp, fp32math.log
+
+
+@implements("exp")
+def exp(machine, func, args, kwargs):
+    """e**x: the emulated FP32 exp, rounded once into the format."""
+    return _unary(machine, func, args, kwargs, exp32)
+
+
+@implements("log")
+def log(machine, func, args, kwargs):
+    """Natural logarithm: the emulated FP32 log, rounded once into the format."""
+    return _unary(machine, func, args, kwargs, log32)
+
+
+@implements("sigmoid")
+def sigmoid(machine, func, args, kwargs):
+    """``1 / (1 + exp(-x))`` in three FP32 steps, rounded once into the format."""
+    return _unary(machine, func, args, kwargs,
+                  lambda x: machine.div(ONE32, machine.add(ONE32, exp32(machine.neg(x)))))
+
+
+@implements("sigmoid_backward", inplace=False)
+def sigmoid_backward(machine, func, args, kwargs):
+    """``grad * (1 - y) * y`` (torch CPU's order), FP32 steps, one rounding."""
+    out = meta_call(func, args, kwargs)
+    if not is_emulated(out.dtype):
+        return func(*args, **kwargs)
+    fmt = DTYPE_FORMATS[out.dtype]
+    grad, y = (machine.widen(bits(t.to(out.dtype) if t.dtype != out.dtype else t), fmt) for t in args[:2])
+    result = machine.mul(machine.mul(grad, machine.sub(ONE32, y)), y)
+    return from_bits(machine.narrow(result, fmt), out.dtype, out.shape)
+
+
+def _rows32(machine: Machine, x: torch.Tensor, dim: int) -> tuple[np.ndarray, tuple]:
+    """FP32 patterns of ``x`` as (rows, size of dim), the dimension moved last; and the moved shape."""
+    moved = x.movedim(dim, -1) if x.dim() else x.reshape(1)
+    fmt = DTYPE_FORMATS[x.dtype]
+    return machine.widen(bits(moved), fmt).reshape(-1, moved.shape[-1]), tuple(moved.shape)
+
+
+def _back(machine: Machine, rows32: np.ndarray, moved_shape: tuple, dim: int, dtype: torch.dtype,
+          like: torch.Tensor) -> torch.Tensor:
+    """Rows of FP32 results rounded into ``dtype``, in ``like``'s shape (dim moved back)."""
+    result = from_bits(machine.narrow(rows32, DTYPE_FORMATS[dtype]), dtype, moved_shape)
+    return result.movedim(-1, dim).contiguous() if like.dim() else result.reshape(())
+
+
+def _dim(x: torch.Tensor, dim: int) -> int:
+    return dim % x.dim() if x.dim() else 0
+
+
+def _shifted(machine: Machine, x: torch.Tensor, dim: int):
+    rows, shape = _rows32(machine, x, dim)
+    if rows.shape[1] == 0:
+        raise NotEmulated("softmax over an empty dimension")
+    top = row_extreme(machine, rows, FP32, largest=True)
+    return machine.sub(rows, top[:, None]), shape
+
+
+def _softmax_setup(func, args, kwargs):
+    x, dim, half_to_float = args[0], aten_arg(args, kwargs, 1, "dim"), aten_arg(args, kwargs, 2, "half_to_float")
+    dtype = torch.float32 if half_to_float else x.dtype
+    return x, _dim(x, dim), dtype
+
+
+@implements("_softmax", inplace=False)
+def softmax(machine, func, args, kwargs):
+    """``e_j / sum(e)`` with ``e_j = exp(x_j - max x)``: a subtraction, the emulated exp, an FP32
+    sum and one FP32 division per element, rounded once."""
+    x, dim, dtype = _softmax_setup(func, args, kwargs)
+    if not is_emulated(x.dtype):
+        return func(*args, **kwargs)
+    shifted, shape = _shifted(machine, x, dim)
+    exps = exp32(shifted)
+    total = row_sums(machine, exps, FP32, accumulate=FP32)
+    return _back(machine, machine.div(exps, total[:, None]), shape, dim, dtype, x)
+
+
+@implements("_log_softmax", inplace=False)
+def log_softmax(machine, func, args, kwargs):
+    """``(x_j - max x) - log(sum exp(x - max x))`` in FP32 steps, rounded once."""
+    x, dim, dtype = _softmax_setup(func, args, kwargs)
+    if not is_emulated(x.dtype):
+        return func(*args, **kwargs)
+    shifted, shape = _shifted(machine, x, dim)
+    total = row_sums(machine, exp32(shifted), FP32, accumulate=FP32)
+    return _back(machine, machine.sub(shifted, log32(total)[:, None]), shape, dim, dtype, x)
+
+
+def _backward_setup(machine, args, kwargs):
+    grad, output = args[0], args[1]
+    dim, input_dtype = aten_arg(args, kwargs, 2, "dim"), aten_arg(args, kwargs, 3, "input_dtype")
+    dim = _dim(output, dim)
+    if not (is_emulated(grad.dtype) and is_emulated(output.dtype) and is_emulated(input_dtype)):
+        return None
+    grad_rows, shape = _rows32(machine, grad, dim)
+    output_rows, _ = _rows32(machine, output, dim)
+    return grad_rows, output_rows, shape, dim, input_dtype
+
+
+@implements("_softmax_backward_data", inplace=False)
+def softmax_backward(machine, func, args, kwargs):
+    """``y * (g - sum(g * y))`` in FP32 steps, rounded once into the input's dtype."""
+    found = _backward_setup(machine, args, kwargs)
+    if found is None:
+        return func(*args, **kwargs)
+    grad, y, shape, dim, dtype = found
+    total = row_sums(machine, machine.mul(grad, y), FP32, accumulate=FP32)
+    return _back(machine, machine.mul(y, machine.sub(grad, total[:, None])), shape, dim, dtype, args[1])
+
+
+@implements("_log_softmax_backward_data", inplace=False)
+def log_softmax_backward(machine, func, args, kwargs):
+    """``g - exp(y) * sum(g)`` in FP32 steps, rounded once into the input's dtype."""
+    found = _backward_setup(machine, args, kwargs)
+    if found is None:
+        return func(*args, **kwargs)
+    grad, y, shape, dim, dtype = found
+    total = row_sums(machine, grad, FP32, accumulate=FP32)
+    return _back(machine, machine.sub(grad, machine.mul(exp32(y), total[:, None])), shape, dim, dtype, args[1])
+
+
+_NONE, _MEAN, _SUM = 0, 1, 2  # torch's Reduction enum
+
+
+def _nll_setup(args, kwargs):
+    x, target = args[0], args[1]
+    weight = aten_arg(args, kwargs, 2, "weight")
+    reduction = aten_arg(args, kwargs, 3, "reduction", _MEAN)
+    ignore_index = aten_arg(args, kwargs, 4, "ignore_index", -100)
+    if weight is not None:
+        raise NotEmulated("nll_loss with class weights")
+    rows = x.reshape(1, -1) if x.dim() == 1 else x
+    if rows.dim() != 2:
+        raise NotEmulated("nll_loss of more than two dimensions")
+    labels = target.reshape(-1).numpy().astype(np.int64)
+    keep = labels != ignore_index
+    return x, rows, labels, keep, reduction
+
+
+@implements("nll_loss_forward", inplace=False)
+def nll_loss_forward(machine, func, args, kwargs):
+    """``-x[i, t_i]`` per sample (exact); ``sum``: the FP32 sum of those, ``mean``: that sum divided
+    by the count of samples not ignored in one FP32 step; one rounding. Returns (loss, total weight)."""
+    x = args[0]
+    if not is_emulated(x.dtype):
+        return func(*args, **kwargs)
+    x, rows, labels, keep, reduction = _nll_setup(args, kwargs)
+    fmt = DTYPE_FORMATS[x.dtype]
+    patterns = bits(rows)
+    picked = patterns[np.arange(rows.shape[0]), np.where(keep, labels, 0)] ^ fmt.dtype(fmt.sign_mask)
+    picked = np.where(keep, picked, fmt.dtype(0))
+    count = int(keep.sum())
+    total_weight = from_bits(np.asarray(fmt.from_float(np.int64(count))), x.dtype, ())
+    if reduction == _NONE:
+        loss = from_bits(picked, x.dtype, (rows.shape[0],) if x.dim() == 2 else ())
+        return loss, total_weight
+    total = row_sums(machine, machine.widen(picked[keep], fmt).reshape(1, -1), FP32, accumulate=FP32)[0]
+    if reduction == _MEAN:
+        total = machine.div(total, FP32.from_float(np.int64(count)))
+    return from_bits(machine.narrow(total, fmt), x.dtype, ()), total_weight
+
+
+@implements("nll_loss_backward", inplace=False)
+def nll_loss_backward(machine, func, args, kwargs):
+    """Zeros but ``-g / total_weight`` (mean; ``-g`` for sum, ``-g_i`` for none) at each sample's
+    target: an FP32 division, one rounding."""
+    grad, x = args[0], args[1]
+    if not (is_emulated(x.dtype) and is_emulated(grad.dtype)):
+        return func(*args, **kwargs)
+    _, rows, labels, keep, reduction = _nll_setup(args[1:], {k: v for k, v in kwargs.items() if k != "grad_output"})
+    total_weight = aten_arg(args, kwargs, 6, "total_weight")
+    fmt = DTYPE_FORMATS[x.dtype]
+    g = machine.widen(bits(grad.to(x.dtype) if grad.dtype != x.dtype else grad), fmt)
+    if reduction == _MEAN:
+        g = machine.div(g, machine.widen(bits(total_weight.to(x.dtype)), fmt))
+    values = machine.narrow(machine.neg(np.broadcast_to(g, (rows.shape[0],))), fmt)
+    result = np.zeros(rows.shape, dtype=fmt.dtype)
+    index = np.flatnonzero(keep)
+    result[index, labels[index]] = values[index]
+    return from_bits(result, x.dtype, x.shape)
