@@ -5,6 +5,7 @@
     python -m softfloat16 op mul fp8_e4m3fn 0x7e 0x40 --saturate
     python -m softfloat16 verify --format fp16 --op add --rounding rne --sample 1000000
     python -m softfloat16 verify --format fp8_e4m3fn --op div --rounding rup --exhaustive --saturate
+    python -m softfloat16 verify --table --only fp8_e4m3fn --scheduler tcp://scheduler:8786
 
 Bit patterns: ``0x3c01`` is hexadecimal, ``0b0011110000000001`` binary, a bare number such as
 ``15360`` decimal (a note on stderr shows the other reading when the digits could be hex too).
@@ -246,24 +247,33 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--to", type=_format_arg, help="convert: the destination format")
 
     p = sub.add_parser("verify", help="check the core against an independent reference")
-    p.add_argument("--format", "-f", type=_format_arg, required=True,
+    # The job's options default to None so that --table can tell which were given.
+    p.add_argument("--format", "-f", type=_format_arg,
                    help=f"{', '.join(ARITHMETIC_FORMATS)}; for convert the destination (fp32 too)")
-    p.add_argument("--op", choices=VERIFY_OPS, required=True, metavar="OP", help=", ".join(VERIFY_OPS))
-    p.add_argument("--rounding", "-r", type=_rounding_arg, default="rne",
+    p.add_argument("--op", choices=VERIFY_OPS, metavar="OP", help=", ".join(VERIFY_OPS))
+    p.add_argument("--table", action="store_true",
+                   help="instead of --format/--op: every row of docs/verification.md, as one run")
+    p.add_argument("--only", action="append", metavar="WORD[,WORD]",
+                   help="--table: only the jobs whose title has every WORD (fp8, add, rtz, saturate, sr, ...)")
+    p.add_argument("--rounding", "-r", type=_rounding_arg,
                    help=ROUNDING_HELP + "; sr: stochastic, with a seeded random word per case")
     p.add_argument("--saturate", action="store_true", help="verify the core's saturate=True")
-    p.add_argument("--sr-bits", type=int, default=32, metavar="R", help="--rounding sr: R, 1 to 32 (default 32)")
+    p.add_argument("--sr-bits", type=int, metavar="R", help="--rounding sr: R, 1 to 32 (default 32)")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--exhaustive", action="store_true", help="every operand (pair)")
-    scope.add_argument("--sample", type=int, default=1 << 20, metavar="N", help="N random cases (default 2^20)")
+    scope.add_argument("--sample", type=int, metavar="N",
+                       help="N random cases (default 2^20; with --table: N a job instead of every input)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=None, metavar="K", help="processes (default: CPU count)")
-    p.add_argument("--checkpoint", metavar="FILE", help="JSON file of finished chunks: resume from it")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the chunks on a Dask cluster (tcp://host:8786; needs the dask extra)")
+    p.add_argument("--checkpoint", metavar="FILE",
+                   help="JSON file of finished chunks: resume from it (--table: a directory, a file per job)")
     p.add_argument("--from", dest="source", type=_format_arg, help="convert: source format (default fp32)")
     p.add_argument("--fma-c", metavar="BITS,BITS",
                    help=f"exhaustive fma: the c values, each {BITS_HELP} (default: 8 edge values)")
     p.add_argument("--strict-nan", action="store_true", help="compare NaNs bit for bit (ieee profile)")
-    p.add_argument("--reference", choices=("auto", "hardware", "exact"), default="auto",
+    p.add_argument("--reference", choices=("auto", "hardware", "exact"),
                    help="auto: hardware floats for RNE where proven exact, else exact signs")
     progress = p.add_mutually_exclusive_group()
     progress.add_argument("--progress", action="store_true", default=None, help="show progress even if not a terminal")
@@ -344,23 +354,41 @@ def _exact_text(op: str, values: list) -> str:
     return short_value(exact, max_digits=40)
 
 
-def _run_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from .verify import format_summary, verify
+def _job_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
+    """The ``verify.Job`` fields (``verify``'s keyword arguments) of a single-job command line."""
+    missing = [flag for flag, value in (("--format", args.format), ("--op", args.op)) if value is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)} (or --table)")
     fma_c: tuple[int, ...] = ()
     if args.fma_c:
         try:
             fma_c = tuple(parse_bits(x) for x in args.fma_c.split(","))
         except argparse.ArgumentTypeError as error:
             parser.error(f"argument --fma-c: {error}")
+    return dict(format=args.format.name, op=args.op, rounding=args.rounding or "rne", exhaustive=args.exhaustive,
+                sample=1 << 20 if args.sample is None else args.sample, seed=args.seed,
+                source=args.source.name if args.source else None, fma_c=fma_c, strict_nan=args.strict_nan,
+                method=args.reference or "auto", saturate=args.saturate,
+                sr_bits=32 if args.sr_bits is None else args.sr_bits)
+
+
+def _run_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .verify import SchedulerError, format_summary, verify
     if args.workers is not None and args.workers < 1:
         parser.error("argument --workers: expected a positive number")
+    if args.workers is not None and args.scheduler is not None:
+        parser.error("argument --workers: not allowed with --scheduler (the cluster's workers run the chunks)")
     progress = sys.stderr.isatty() if args.progress is None else args.progress
+    if args.table:
+        return _run_table(parser, args, progress)
+    if args.only:
+        parser.error("argument --only: selects jobs of --table")
+    options = _job_options(parser, args)
     try:
-        summary = verify(args.format.name, args.op, args.rounding, exhaustive=args.exhaustive,
-                         sample=args.sample, workers=args.workers, checkpoint=args.checkpoint,
-                         progress=progress, strict_nan=args.strict_nan, seed=args.seed,
-                         source=args.source.name if args.source else None, fma_c=fma_c,
-                         method=args.reference, saturate=args.saturate, sr_bits=args.sr_bits)
+        summary = verify(**options, workers=args.workers, checkpoint=args.checkpoint, progress=progress,
+                         scheduler=args.scheduler)
+    except SchedulerError as error:
+        return _scheduler_error(parser, error)
     except ValueError as error:
         parser.error(str(error))
     except KeyboardInterrupt:
@@ -369,6 +397,46 @@ def _run_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         return 130
     print(format_summary(summary))
     return 1 if summary.mismatches else 0
+
+
+def _scheduler_error(parser: argparse.ArgumentParser, error: Exception) -> int:
+    """No Dask (or no scheduler at the address): one line, no usage text, status 2."""
+    print(f"{parser.prog} verify: error: {error}", file=sys.stderr)
+    return 2
+
+
+def _run_table(parser: argparse.ArgumentParser, args: argparse.Namespace, progress: bool) -> int:
+    from .verify import SchedulerError
+    from .verify_table import format_table, run_table, sampled, select, table_rows
+    given = [flag for flag, value in (("--format", args.format), ("--op", args.op), ("--rounding", args.rounding),
+                                      ("--saturate", args.saturate), ("--sr-bits", args.sr_bits),
+                                      ("--from", args.source), ("--fma-c", args.fma_c),
+                                      ("--strict-nan", args.strict_nan), ("--reference", args.reference))
+             if value not in (None, False)]
+    if given:
+        parser.error(f"argument --table: runs the table's own jobs; not allowed with {', '.join(given)}")
+    rows = table_rows()
+    if args.only:
+        rows = select(rows, args.only)
+        if not rows:
+            parser.error(f"argument --only: no job of the table matches {' '.join(args.only)}")
+    if args.sample is not None:
+        if args.sample <= 0:
+            parser.error(f"argument --sample: expected a positive number of cases, got {args.sample}")
+        rows = sampled(rows, args.sample, args.seed)
+    try:
+        result = run_table(rows, workers=args.workers, scheduler=args.scheduler, checkpoint=args.checkpoint,
+                           progress=progress)
+    except SchedulerError as error:
+        return _scheduler_error(parser, error)
+    except ValueError as error:
+        parser.error(str(error))
+    except KeyboardInterrupt:
+        print("\ninterrupted" + (f"; finished chunks are in {args.checkpoint}/: run the same command to resume"
+                                 if args.checkpoint else ""), file=sys.stderr)
+        return 130
+    print(format_table(result))
+    return 1 if result.mismatches else 0
 
 
 def main(argv: list[str] | None = None) -> int:

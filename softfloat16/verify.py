@@ -2,8 +2,10 @@
 
 Each job (format x op x rounding mode) is cut into chunks of 2^22 cases with a fixed content (an
 index range of the operand space, or a seeded random draw), so results never depend on how many
-worker processes ran them or in which order; finished chunks are recorded in an optional JSON
-checkpoint so that an interrupted run resumes where it stopped. The reference is
+worker processes ran them, or which Dask workers (``scheduler=``), or in which order; finished
+chunks are recorded in an optional JSON checkpoint so that an interrupted run resumes where it
+stopped, here or on a cluster. ``verify_jobs`` runs several jobs as one stream of chunks
+(``softfloat16.verify_table``: the rows of docs/verification.md). The reference is
 ``softfloat16._verify_reference`` (host float hardware where provably exact, else exact signs
 with error-free transformations, else ``fractions.Fraction`` through ``softfloat16.exact``).
 
@@ -13,9 +15,12 @@ with error-free transformations, else ``fractions.Fraction`` through ``softfloat
 """
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import multiprocessing
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -28,8 +33,10 @@ from . import _verify_reference as reference
 from .compare import to_hex
 from .formats import Format, format as parse_format
 from .ops import convert as core_convert
+from .threads import get_num_threads, set_num_threads
 
-__all__ = ["CHUNK", "DEFAULT_FMA_C", "Job", "Summary", "check_chunk", "format_summary", "verify"]
+__all__ = ["CHUNK", "DEFAULT_FMA_C", "Job", "SchedulerError", "Summary", "check_chunk", "format_summary", "verify",
+           "verify_jobs"]
 
 CHUNK = 1 << 22            # cases per chunk: the unit of sharding and of checkpointing
 BLOCK = 1 << 18            # cases per core/reference call inside a chunk (cache-sized)
@@ -162,8 +169,10 @@ class Summary:
     chunks_resumed: int
     wall_seconds: float                # this run
     total_seconds: float               # including earlier runs recorded in the checkpoint
-    workers: int
+    workers: int                       # processes, or the Dask cluster's worker threads
     examples: list
+    scheduler: str | None = None       # the Dask scheduler's address, when the chunks ran there
+    worker_seconds: float = 0.0        # the chunks' own time, summed over workers (and earlier runs)
 
     @property
     def complete(self) -> bool:
@@ -255,10 +264,6 @@ def check_chunk(job: Job, chunk: int) -> ChunkResult:
     return result
 
 
-def _run_chunk(args: tuple[Job, int]) -> ChunkResult:
-    return check_chunk(*args)
-
-
 # --- checkpoint and progress -----------------------------------------------------------------
 
 def _job_key(job: Job) -> dict:
@@ -307,11 +312,13 @@ class Progress:
 
     log_interval = 30.0   # seconds between lines in a log
 
-    def __init__(self, job: Job, enabled: bool, done: int = 0, stream=None):
-        self.enabled, self.total, self.initial = enabled, job.cases, done
+    def __init__(self, job: Job | list[Job], enabled: bool, done: int = 0, stream=None):
+        jobs = list(job) if isinstance(job, (list, tuple)) else [job]
+        total = sum(j.cases for j in jobs)
+        desc = f"{jobs[0].op} {jobs[0].format} {jobs[0].rounding}" if len(jobs) == 1 else f"{len(jobs)} jobs"
+        self.enabled, self.total, self.initial = enabled, total, done
         self.stream = stream or sys.stderr
-        self.options = dict(total=job.cases, desc=f"{job.op} {job.format} {job.rounding}", unit=" cases",
-                            unit_scale=True, bar_format=_BAR_FORMAT)
+        self.options = dict(total=total, desc=desc, unit=" cases", unit_scale=True, bar_format=_BAR_FORMAT)
         tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.bar = tqdm(initial=done, file=self.stream, mininterval=0.2, **self.options) if enabled and tty else None
         self.began = self.last = time.perf_counter()
@@ -335,13 +342,231 @@ class Progress:
             self.stream.flush()
 
 
+# --- where chunks run: here, in a process pool, or on a Dask cluster ----------------------------
+
+class SchedulerError(RuntimeError):
+    """``scheduler=`` cannot be used: Dask's distributed is not installed, or no scheduler answers."""
+
+
+CONNECT_TIMEOUT = 5        # seconds to reach a Dask scheduler: an address that does not answer fails fast
+DASK_EXTRA = "pip install 'softfloat16[dask]'"
+
+
+def _run_task(task: tuple[int, Job, int, int | None]) -> tuple[int, ChunkResult]:
+    """Chunk ``chunk`` of job number ``index``: here, in a pool process or on a Dask worker.
+    ``driver``: the pid of the process that sent a Dask task."""
+    index, job, chunk, driver = task
+    if driver is not None and os.getpid() != driver:
+        _tune_dask_worker()
+    return index, check_chunk(job, chunk)
+
+
+_worker_tuned = False
+
+
+def _tune_dask_worker() -> None:
+    """Once per Dask worker process (never in the caller's own process):
+
+    - one thread per chunk: a worker runs as many chunks at once as it has threads, so a 32-thread
+      worker would otherwise run 32 x 32 (not in the fork pool, where starting Numba's threading
+      layer in a forked child made its first chunk take 36 s instead of 2 s);
+    - glibc's malloc as outside Dask: the nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536,
+      which also fixes the mmap threshold at 128 KiB, so each 2 MiB temporary array of a chunk is a
+      fresh mmap zeroed page by page: 4x the page faults and twice the CPU time of a chunk
+      (measured). Arrays up to 16 MiB come from the heap again, which keeps up to 32 MiB free.
+    """
+    global _worker_tuned
+    if _worker_tuned:
+        return
+    _worker_tuned = True
+    if get_num_threads() != 1:
+        set_num_threads(1)
+    if sys.platform.startswith("linux"):
+        try:
+            mallopt = ctypes.CDLL(None).mallopt
+        except (OSError, AttributeError):  # no mallopt (not glibc): nothing to undo
+            return
+        mallopt(_M_MMAP_THRESHOLD, 16 << 20)
+        mallopt(_M_TRIM_THRESHOLD, 32 << 20)
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3   # glibc's <malloc.h>
+
+
+def _connect(scheduler):
+    """(client, ours): a Dask client of ``scheduler``, an address (a client we open and close) or a
+    ``distributed.Client`` the caller holds."""
+    if not isinstance(scheduler, str):
+        return scheduler, False
+    try:
+        import distributed
+    except ImportError:
+        raise SchedulerError("--scheduler (scheduler=) needs Dask's distributed package, the optional extra "
+                             f"dask: {DASK_EXTRA}") from None
+
+    def unreachable(error: BaseException, what: str = "") -> SchedulerError:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return SchedulerError(f"cannot reach the Dask scheduler at {scheduler} ({what}{reason})")
+
+    # A plain socket first: a refused or unknown address fails at once and quietly, where a Client
+    # would retry until its timeout and then complain again when it is garbage collected.
+    try:
+        host, port = distributed.comm.get_address_host_port(scheduler)
+    except ValueError as error:
+        if not scheduler.startswith("inproc://"):  # in-process addresses have no host and port
+            raise unreachable(error) from None
+    else:
+        try:
+            socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+        except OSError as error:
+            raise unreachable(error) from None
+    try:
+        return distributed.Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False), True
+    except Exception as error:  # no handshake: a timeout, or something other than a Dask scheduler there
+        failure = unreachable(error, "no Dask handshake: ")
+    gc.collect()  # the half-made client closes now, while its event loop runs, not with a traceback at exit
+    raise failure
+
+
+class _Runner:
+    """Runs (job, chunk) tasks and yields their results as they finish, in no particular order:
+    one after another here (one worker), in a pool of processes, or as tasks on a Dask cluster."""
+
+    def __init__(self, workers: int | None, scheduler, tasks: int):
+        self.client, self.ours, self.scheduler = None, False, None
+        if scheduler is not None:
+            self.client, self.ours = _connect(scheduler)
+            self.scheduler = getattr(self.client.scheduler, "address", None) or str(scheduler)
+            self.workers = sum(self.client.nthreads().values())
+        else:
+            self.workers = max(1, min(workers or os.cpu_count() or 1, tasks or 1))
+
+    def __enter__(self) -> _Runner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.ours:
+            self.client.close()
+
+    def results(self, jobs: list[Job], tasks: list[tuple[int, int]]):
+        driver = os.getpid() if self.client is not None else None
+        payloads = [(index, jobs[index], chunk, driver) for index, chunk in tasks]
+        if self.client is not None:
+            from distributed import as_completed
+            futures = self.client.map(_run_task, payloads, pure=False)
+            finished = False
+            try:
+                for future in as_completed(futures, loop=self.client.loop):
+                    try:
+                        result = future.result()
+                    except ImportError as error:  # raised on the worker, which lacks the package
+                        raise SchedulerError(f"a Dask worker of {self.scheduler} cannot run the chunks ({error}): "
+                                             "install softfloat16, the same version, on every worker") from None
+                    yield result
+                finished = True
+            finally:
+                if not finished:  # interrupted, or a chunk failed: leave nothing running on the cluster
+                    self.client.cancel(futures)
+        elif self.workers == 1:
+            for payload in payloads:
+                yield _run_task(payload)
+        else:
+            methods = multiprocessing.get_all_start_methods()
+            context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+            with context.Pool(self.workers) as pool:
+                yield from pool.imap_unordered(_run_task, payloads)
+
+
+class _JobRun:
+    """One job's side of a run: its checkpoint state, the chunks done, when it was last saved."""
+
+    def __init__(self, job: Job, checkpoint: str | None):
+        self.job, self.checkpoint = job, checkpoint
+        self.state = _load_checkpoint(checkpoint, job)
+        self.done = {int(k): v for k, v in self.state["chunks"].items()}
+        self.resumed = len(self.done)
+        self.last_save: float | None = None     # None until this run finishes one of its chunks
+        self.finished: float | None = None
+        self.unsaved = False
+
+    def todo(self) -> list[int]:
+        return [c for c in range(self.job.chunks) if c not in self.done]
+
+    def add(self, r: ChunkResult, began: float) -> None:
+        now = time.perf_counter()
+        if self.last_save is None:  # this run's time on the job: from the start of the run
+            self.last_save = began
+        self.done[r.chunk] = {"cases": r.cases, "mismatches": r.mismatches, "settled": r.settled,
+                              "seconds": round(r.seconds, 3)}
+        self.state["examples"] = sorted(self.state["examples"] + r.examples, key=lambda x: x["case"])[:MAX_EXAMPLES]
+        self.unsaved = True
+        if len(self.done) == self.job.chunks:
+            self.finished = now
+        if now - self.last_save > 1.0 or self.finished is not None:
+            self.save()
+
+    def save(self) -> None:
+        if not (self.checkpoint and self.unsaved):
+            return
+        now = time.perf_counter()
+        self.state["chunks"] = {str(k): v for k, v in sorted(self.done.items())}
+        self.state["seconds"] = self.state.get("seconds", 0.0) + (now - self.last_save)
+        self.last_save, self.unsaved = now, False
+        _save_checkpoint(self.checkpoint, self.state)
+
+    def summary(self, began: float, ended: float, runner: _Runner) -> Summary:
+        done = self.done.values()
+        wall = (self.finished or ended) - began
+        return Summary(
+            job=self.job, cases=sum(v["cases"] for v in done), mismatches=sum(v["mismatches"] for v in done),
+            settled=sum(v["settled"] for v in done), chunks_done=len(self.done), chunks_resumed=self.resumed,
+            wall_seconds=wall, total_seconds=self.state.get("seconds", wall) if self.checkpoint else wall,
+            workers=runner.workers, examples=self.state["examples"], scheduler=runner.scheduler,
+            worker_seconds=sum(v["seconds"] for v in done))
+
+
 # --- the driver --------------------------------------------------------------------------------
+
+def verify_jobs(jobs: list[Job], *, workers: int | None = None, scheduler=None,
+                checkpoints: list[str | None] | None = None, progress: bool = False) -> list[Summary]:
+    """Run several jobs as one: their chunks go to the same workers (or Dask cluster) as one stream
+    of tasks, so that no worker waits for a job's last chunk. ``checkpoints``: a file (or None) per
+    job. Returns a ``Summary`` per job, in the order of ``jobs``; see ``verify``.
+
+    >>> jobs = [Job("fp4_e2m1", "add", "rtz", exhaustive=True), Job("fp16", "mul", "rup", sample=2000)]
+    >>> [(s.job.format, s.cases, s.mismatches) for s in verify_jobs(jobs, workers=1)]
+    [('fp4_e2m1', 256, 0), ('fp16', 2000, 0)]
+    """
+    if scheduler is not None and workers is not None:
+        raise ValueError("workers: a Dask cluster runs on its own workers; give workers or scheduler, not both")
+    checkpoints = list(checkpoints) if checkpoints is not None else [None] * len(jobs)
+    if len(checkpoints) != len(jobs):
+        raise ValueError(f"checkpoints: expected one per job ({len(jobs)}), got {len(checkpoints)}")
+    runs = [_JobRun(job, path) for job, path in zip(jobs, checkpoints)]
+    tasks = [(index, chunk) for index, run in enumerate(runs) for chunk in run.todo()]
+    cases = sum(v["cases"] for run in runs for v in run.done.values())
+    mismatches = sum(v["mismatches"] for run in runs for v in run.done.values())
+    bar = Progress(jobs, progress, done=cases)
+    with _Runner(workers, scheduler, len(tasks)) as runner:
+        began = time.perf_counter()
+        try:
+            for index, r in runner.results(jobs, tasks):
+                runs[index].add(r, began)
+                cases, mismatches = cases + r.cases, mismatches + r.mismatches
+                bar.update(cases, mismatches)
+        finally:
+            for run in runs:
+                run.save()
+        ended = time.perf_counter()
+    bar.update(cases, mismatches, final=True)
+    return [run.summary(began, ended, runner) for run in runs]
+
 
 def verify(format: str, op: str, rounding: str = "rne", *, exhaustive: bool = False,  # noqa: A002
            sample: int = 1 << 20, workers: int | None = None, checkpoint: str | None = None,
            progress: bool = False, strict_nan: bool = False, seed: int = 0,
            source: str | None = None, fma_c: tuple[int, ...] = (), method: str = "auto",
-           saturate: bool = False, sr_bits: int = 32) -> Summary:
+           saturate: bool = False, sr_bits: int = 32, scheduler=None) -> Summary:
     """Check the core's ``op`` in ``format`` and ``rounding`` (and ``saturate``) against the reference.
 
     ``exhaustive``: every operand (pair) of the format; else ``sample`` seeded random cases.
@@ -349,7 +574,10 @@ def verify(format: str, op: str, rounding: str = "rne", *, exhaustive: bool = Fa
     r), passed to the core as ``random_bits=`` and to the reference, which rounds with exact
     rationals (about 10 us a case: exhaustive for formats of 8 bits, samples for the others).
     ``workers``: processes (default: the CPU count); ``checkpoint``: JSON file of finished chunks,
-    read to resume and rewritten as chunks finish. Returns a ``Summary``.
+    read to resume and rewritten as chunks finish. ``scheduler``: the address of a Dask
+    distributed scheduler (``"tcp://host:8786"``) or a ``distributed.Client``: the chunks run as
+    tasks on its workers instead (``pip install 'softfloat16[dask]'``; every worker needs
+    softfloat16 installed). The result is the same wherever the chunks ran. Returns a ``Summary``.
 
     >>> s = verify("bf16", "mul", "rup", sample=3000, workers=1)
     >>> (s.cases, s.mismatches, s.complete)
@@ -360,52 +588,7 @@ def verify(format: str, op: str, rounding: str = "rne", *, exhaustive: bool = Fa
     """
     job = Job(format, op, rounding, exhaustive=exhaustive, sample=sample, seed=seed, source=source,
               fma_c=tuple(fma_c), strict_nan=strict_nan, method=method, saturate=saturate, sr_bits=sr_bits)
-    state = _load_checkpoint(checkpoint, job)
-    done = {int(k): v for k, v in state["chunks"].items()}
-    resumed = len(done)
-    todo = [c for c in range(job.chunks) if c not in done]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-    bar = Progress(job, progress, done=sum(v["cases"] for v in done.values()))
-    began = time.perf_counter()
-    last_save = began
-
-    def record(r: ChunkResult) -> None:
-        nonlocal last_save
-        done[r.chunk] = {"cases": r.cases, "mismatches": r.mismatches, "settled": r.settled,
-                         "seconds": round(r.seconds, 3)}
-        state["examples"] = sorted(state["examples"] + r.examples, key=lambda x: x["case"])[:MAX_EXAMPLES]
-        now = time.perf_counter()
-        if checkpoint and (now - last_save > 1.0 or len(done) == job.chunks):
-            state["chunks"] = {str(k): v for k, v in sorted(done.items())}
-            state["seconds"] = state.get("seconds", 0.0) + (now - last_save)
-            last_save = now
-            _save_checkpoint(checkpoint, state)
-        bar.update(sum(v["cases"] for v in done.values()), sum(v["mismatches"] for v in done.values()))
-
-    try:
-        if workers == 1:
-            for chunk in todo:
-                record(check_chunk(job, chunk))
-        else:
-            methods = multiprocessing.get_all_start_methods()
-            context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            with context.Pool(workers) as pool:
-                for r in pool.imap_unordered(_run_chunk, [(job, c) for c in todo]):
-                    record(r)
-    finally:
-        if checkpoint and done:
-            state["chunks"] = {str(k): v for k, v in sorted(done.items())}
-            state["seconds"] = state.get("seconds", 0.0) + (time.perf_counter() - last_save)
-            _save_checkpoint(checkpoint, state)
-    wall = time.perf_counter() - began
-    bar.update(sum(v["cases"] for v in done.values()), sum(v["mismatches"] for v in done.values()), final=True)
-    return Summary(
-        job=job, cases=sum(v["cases"] for v in done.values()),
-        mismatches=sum(v["mismatches"] for v in done.values()),
-        settled=sum(v["settled"] for v in done.values()), chunks_done=len(done),
-        chunks_resumed=resumed, wall_seconds=wall,
-        total_seconds=state.get("seconds", wall) if checkpoint else wall, workers=workers,
-        examples=state["examples"])
+    return verify_jobs([job], workers=workers, scheduler=scheduler, checkpoints=[checkpoint], progress=progress)[0]
 
 
 def format_summary(s: Summary) -> str:
@@ -420,7 +603,7 @@ def format_summary(s: Summary) -> str:
         lines.append(f"  INCOMPLETE: {s.chunks_done}/{job.chunks} chunks of {job.cases} cases")
     lines.append(f"  reference: {job.reference_method}; settled by Fraction: {s.settled}; NaNs compared "
                  f"{'bit for bit (ieee profile)' if job.strict_nan else 'by class'}")
-    lines.append(f"  wall time: {s.wall_seconds:.1f} s this run ({s.workers} worker{'s' * (s.workers != 1)}), "
+    lines.append(f"  wall time: {s.wall_seconds:.1f} s this run ({_workers_text(s)}), "
                  f"{s.total_seconds:.1f} s in total; chunks resumed from a checkpoint: {s.chunks_resumed}")
     if s.examples:
         lines.append("  first mismatches (case: operands -> core, reference):")
@@ -428,3 +611,10 @@ def format_summary(s: Summary) -> str:
             lines.append(f"    {x['case']}: {job.op}({', '.join(x['operands'])}) -> core {x['core']}, "
                          f"reference {x['reference']}")
     return "\n".join(lines)
+
+
+def _workers_text(s: Summary) -> str:
+    """"2 workers", or "4 Dask worker threads at tcp://...": where the chunks ran."""
+    if s.scheduler:
+        return f"{s.workers} Dask worker thread{'s' * (s.workers != 1)} at {s.scheduler}"
+    return f"{s.workers} worker{'s' * (s.workers != 1)}"

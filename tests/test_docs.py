@@ -136,7 +136,7 @@ def test_shell_commands(page: Path, line: str, shown: list[str], capsys):
 def test_the_readme_says_what_the_test_command_installs_and_how_to_avoid_the_cuda_build():
     """A new user got 3 GB of CUDA wheels from the test command without a word of warning."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    test_command = 'pip install -e ".[dev,crosscheck]" && python -m pytest -q'
+    test_command = 'pip install -e ".[dev,crosscheck,dask]" && python -m pytest -q'
     cpu_first = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
     assert test_command in readme and cpu_first in readme
     section = readme[readme.index("Run the tests"):readme.index("## A 30-second tour")]

@@ -6,7 +6,10 @@ import functools
 import io
 import json
 import math
+import re
+import shlex
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ from softfloat16 import _verify_reference as reference
 from softfloat16 import exact
 from softfloat16 import verify as verify_module
 from softfloat16.verify import Job, check_chunk, format_summary, verify
+from softfloat16.verify_table import checkpoint_name, sampled, select, table_rows
 
 MODES = ("rne", "rna", "rtz", "rup", "rdn", "rod")
 
@@ -683,3 +687,171 @@ def test_stochastic_rounding_rows_do_not_depend_on_workers_or_chunking(monkeypat
     words = [verify_module._random_words(one.job, c, c << 12, 4) for c in range(2)]
     assert not np.array_equal(words[0], words[1])
     assert np.array_equal(words[0], verify_module._random_words(one.job, 0, 0, 4))
+
+
+# --- the table of docs/verification.md, as code (softfloat16/verify_table.py) --------------------
+
+PAGE = (Path(__file__).resolve().parent.parent / "docs" / "verification.md").read_text(encoding="utf-8")
+
+
+def _page_table(header: str) -> list[list[str]]:
+    """The cells of each row of the page's table whose header line starts with ``header``."""
+    lines = PAGE.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[first + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    assert rows, header
+    return rows
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _section(name: str):
+    return [row for row in table_rows() if row.section == name]
+
+
+def test_the_16_bit_table_of_the_page_is_the_code_s():
+    """Each row's command, parsed by the CLI, is the code's job; names, cases, order agree."""
+    from softfloat16.__main__ import _job_options, _parser
+    page = _page_table("| op | format | mode | cases |")
+    code = _section("16-bit")
+    assert [f"{op} {fmt} {mode}" for op, fmt, mode, *_ in page] == [row.name for row in code]
+    parser = _parser()
+    for cells, row in zip(page, code):
+        cases, mismatches, command = cells[3], cells[4], cells[7]
+        argv = shlex.split(command.strip("`"))
+        assert argv[:4] == ["python", "-m", "softfloat16", "verify"], command
+        assert Job(**_job_options(parser, parser.parse_args(argv[3:]))) == row.jobs[0], command
+        assert (_number(cases), mismatches) == (row.jobs[0].cases, "0")
+    assert f"<!-- {len(code)} rows run, 0 not yet run -->" in PAGE
+    total = re.search(r"In total: (\d+) rows, ([\d,]+) cases", PAGE)
+    assert (int(total[1]), _number(total[2])) == (len(code), sum(row.cases for row in code))
+
+
+def test_the_small_format_tables_of_the_page_are_the_code_s():
+    both = {(mode, s) for mode in MODES for s in (False, True)}
+    page = _page_table("| op | format | cases (six modes, saturate off and on) |")
+    code = _section("small")
+    assert [f"{op} {fmt}" for op, fmt, *_ in page] == [row.name for row in code]
+    for (_, _, cases, mismatches, again, *_), row in zip(page, code):
+        auto = [job for job in row.jobs if job.method == "auto"]
+        exact = [job for job in row.jobs if job.method == "exact"]
+        assert {(job.rounding, job.saturate) for job in auto} == both and len(auto) == 12
+        assert (_number(cases), mismatches) == (sum(job.cases for job in auto), "0")
+        if again == "(no hardware path)":
+            assert not exact and row.jobs[0].op == "fma"
+        else:
+            assert {(job.rounding, job.saturate) for job in exact} == {("rne", False), ("rne", True)}
+            assert again == f"{sum(job.cases for job in exact):,} cases, 0 mismatches"
+    total = re.search(r"In total: (\d+) arithmetic jobs \(.*?\), ([\d,]+) cases", PAGE, re.S)
+    assert (int(total[1]), _number(total[2])) == (sum(len(r.jobs) for r in code), sum(r.cases for r in code))
+
+    page = _page_table("| op | format | cases (R = 32 and 2, saturate off and on) |")
+    code = _section("small sr")
+    assert [f"{op} {fmt}" for op, fmt, *_ in page] == [row.name for row in code]
+    for (_, _, cases, mismatches, *_), row in zip(page, code):
+        assert {(job.rounding, job.sr_bits, job.saturate) for job in row.jobs} == {
+            ("sr", r, s) for r in (32, 2) for s in (False, True)} and len(row.jobs) == 4
+        assert (_number(cases), mismatches) == (row.cases, "0")
+    total = re.search(r"(\d+) stochastic-rounding\s+jobs, ([\d,]+) cases", PAGE)
+    assert (int(total[1]), _number(total[2])) == (sum(len(r.jobs) for r in code), sum(r.cases for r in code))
+
+    page = _page_table("| conversion | jobs | cases |")
+    code = _section("small convert")
+    assert [text.split(", six modes")[0] for text, *_ in page] == [row.name for row in code]
+    for (text, jobs, cases, mismatches, *_), row in zip(page, code):
+        assert (int(jobs), _number(cases), mismatches) == (len(row.jobs), row.cases, "0")
+        assert ("saturate off and on" in text) == any(job.saturate for job in row.jobs)
+        pairs = {(job.source, job.format) for job in row.jobs}
+        assert {(job.source, job.format, job.rounding) for job in row.jobs} == {p + (m,) for p in pairs for m in MODES}
+        sources, destinations = {p[0] for p in pairs}, {p[1] for p in pairs}
+        if "other six formats" in text:  # out of one format into every other one
+            assert len(sources) == 1 and destinations == set(reference.CONVERT_FORMATS) - sources
+        else:
+            assert pairs == {tuple(row.name.split(" -> "))}
+    total = re.search(r"(\d+) conversion jobs, ([\d,]+) cases", PAGE)
+    assert (int(total[1]), _number(total[2])) == (sum(len(r.jobs) for r in code), sum(r.cases for r in code))
+
+
+def test_table_jobs_are_distinct_and_select_matches_words():
+    jobs = [job for row in table_rows() for job in row.jobs]
+    assert len(set(jobs)) == len(jobs) == len({checkpoint_name(job) for job in jobs}) == 1350
+    assert all(job.exhaustive for job in jobs)
+    fp8 = select(table_rows(), ["fp8"])
+    assert fp8 and all("fp8_" in job.title() for row in fp8 for job in row.jobs)
+    only = select(table_rows(), ["fp8_e4m3fn", "add,rtz"])
+    assert {job.format for row in only for job in row.jobs} == {"fp8_e4m3fn"}
+    assert {(job.op, job.rounding) for row in only for job in row.jobs} == {("add", "rtz")}
+    assert [len(row.jobs) for row in select(table_rows(), ["fp16,div,reference"])] == []
+    assert [row.name for row in select(table_rows(), ["fp6_e2m3", "div", "exact"])] == ["div fp6_e2m3"]
+    quick = sampled(select(table_rows(), ["fma", "fp16"]), 100, seed=3)
+    assert {(job.exhaustive, job.sample, job.seed, job.fma_c) for row in quick for job in row.jobs} == {
+        (False, 100, 3, ())}
+
+
+def test_table_command_runs_a_filtered_sample_and_resumes_from_its_directory(tmp_path, capsys):
+    from softfloat16.__main__ import main
+    folder = tmp_path / "table"
+    argv = ["verify", "--table", "--only", "fp4_e2m1,sqrt", "--sample", "300", "--workers", "1",
+            "--checkpoint", str(folder)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "verify --table: 2 rows, 18 jobs"
+    assert "  sqrt fp4_e2m1 (14 jobs): 4200 cases, 0 mismatches" in out
+    assert "  sqrt fp4_e2m1 (4 jobs): 1200 cases, 0 mismatches" in out
+    assert out[-2].startswith("total: 2 rows, 18 jobs, 5400 cases, 0 mismatches")
+    assert len(list(folder.glob("*.json"))) == 18
+    assert main(argv) == 0
+    assert "chunks resumed from a checkpoint: 18" in capsys.readouterr().out
+    one = json.loads((folder / "sqrt-fp4_e2m1-rne-reference-exact-sample300-seed0.json").read_text())
+    assert one["job"]["method"] == "exact" and list(one["chunks"]) == ["0"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--table", "--format", "fp16"], "not allowed with --format"),
+    (["--table", "--rounding", "rtz", "--saturate"], "not allowed with --rounding, --saturate"),
+    (["--table", "--only", "fp12"], "no job of the table matches fp12"),
+    (["--format", "fp16", "--op", "add", "--only", "fp16"], "--only: selects jobs of --table"),
+    (["--op", "add"], "required: --format (or --table)"),
+    (["--table", "--workers", "2", "--scheduler", "tcp://localhost:8786"], "not allowed with --scheduler"),
+])
+def test_table_usage_errors(argv, message, capsys):
+    from softfloat16.__main__ import main
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", *argv])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_table_checkpoint_must_be_a_directory(tmp_path, capsys):
+    from softfloat16.__main__ import main
+    (tmp_path / "file.json").write_text("{}")
+    with pytest.raises(SystemExit):
+        main(["verify", "--table", "--only", "fp4_e2m1,sqrt,rtz", "--sample", "10", "--checkpoint",
+              str(tmp_path / "file.json")])
+    assert "is a file; --table keeps one file per job in a directory" in capsys.readouterr().err
+
+
+def test_verify_jobs_runs_jobs_as_one_stream_with_results_per_job(monkeypatch):
+    monkeypatch.setattr(verify_module, "CHUNK", 1 << 12)
+    monkeypatch.setattr(verify_module, "BLOCK", 1 << 10)
+
+    def flip(operands, result):
+        result[(operands[0] & 0x3FF) == 9] ^= 1
+    _inject(monkeypatch, "add", flip)
+    jobs = [Job("fp16", "add", "rtz", sample=3 << 12), Job("fp16", "mul", "rne", sample=1 << 12),
+            Job("fp16", "add", "rup", sample=5 << 11, seed=4)]
+    one = verify_module.verify_jobs(jobs, workers=1)
+    two = verify_module.verify_jobs(jobs, workers=2)
+    alone = [verify(j.format, j.op, j.rounding, sample=j.sample, seed=j.seed, workers=1) for j in jobs]
+    for a, b, c in zip(one, two, alone):
+        assert (a.job, a.cases, a.mismatches, a.examples, a.chunks_done) == \
+               (b.job, b.cases, b.mismatches, b.examples, b.chunks_done) == \
+               (c.job, c.cases, c.mismatches, c.examples, c.chunks_done)
+    assert one[0].mismatches > 0 and one[1].mismatches == 0 and one[2].mismatches > 0
+    with pytest.raises(ValueError, match="not both"):
+        verify("fp16", "add", sample=10, workers=2, scheduler="tcp://localhost:8786")
