@@ -23,6 +23,7 @@ from .formats import format as parse_format
 from .ops import as_bits, convert
 from .reductions import dot, sum  # noqa: A004 - sf.linalg.sum, as the API names it
 from .rounding import Rounding, parse_rounding
+from .threads import numba_threads
 
 __all__ = ["ORDERS", "TENSOR_CORES", "TensorCore", "dot", "matmul", "sum"]
 
@@ -209,7 +210,7 @@ def matmul(
     ebits, fbits = fmt.exponent_bits, fmt.fraction_bits
     m, k, n = a_bits.shape[0], a_bits.shape[1], b_bits.shape[1]
     out = np.empty((m, n), dtype=np.uint32)
-    use_parallel = m > 1 and m * k * n >= PARALLEL_MIN_MACS
+    use_parallel = m > 1 and m * k * n >= PARALLEL_MIN_MACS and numba_threads() > 1
     formats = (accumulate.exponent_bits, accumulate.fraction_bits, out_format.exponent_bits,
                out_format.fraction_bits, mode)
     if order == "sequential" and b_format is fmt and _exact_in(fmt, accumulate):

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numba
 
-__all__ = ["PARALLEL_MIN_ELEMENTS", "get_num_threads", "set_num_threads"]
+__all__ = ["PARALLEL_MIN_ELEMENTS", "get_num_threads", "numba_threads", "run_split", "set_num_threads"]
 
 # Below this many elements one thread is faster: handing a run to a thread costs tens of
 # microseconds, the time of some 10^4 elements (bench/elementwise.py --threads measures it).
@@ -40,15 +40,22 @@ _pool_lock = threading.Lock()
 
 
 def set_num_threads(threads: int | None) -> None:
-    """Use ``threads`` threads from now on (None: follow Numba's count again). Also sets Numba's
-    count for ``linalg.matmul`` (capped at ``NUMBA_NUM_THREADS``, the most Numba can start)."""
+    """Use ``threads`` threads from now on (None: follow Numba's count again). ``linalg.matmul``
+    applies it to Numba's threads when it next runs in parallel (:func:`numba_threads`), so this
+    call itself starts nothing (safe in a forked worker process)."""
     global _count
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
                                 or threads < 1):
         raise ValueError(f"threads: expected an integer >= 1, got {threads!r}")
     _count = None if threads is None else int(threads)
-    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS if _count is None
-                          else min(_count, numba.config.NUMBA_NUM_THREADS))
+
+
+def numba_threads() -> int:
+    """Set Numba's thread count to this module's (capped at ``NUMBA_NUM_THREADS``, the most Numba
+    can start) and return it: what a parallel Numba kernel is about to use."""
+    if _count is not None:
+        numba.set_num_threads(min(_count, numba.config.NUMBA_NUM_THREADS))
+    return numba.get_num_threads()
 
 
 def get_num_threads() -> int:

@@ -368,8 +368,9 @@ def _tune_dask_worker() -> None:
     """Once per Dask worker process (never in the caller's own process):
 
     - one thread per chunk: a worker runs as many chunks at once as it has threads, so a 32-thread
-      worker would otherwise run 32 x 32 (not in the fork pool, where starting Numba's threading
-      layer in a forked child made its first chunk take 36 s instead of 2 s);
+      worker would otherwise run 32 x 32 (the local pool sets the same count in its initializer:
+      softfloat16.threads starts no Numba threads to do so, which in a forked child made the
+      first chunk take 36 s instead of 2 s);
     - glibc's malloc as outside Dask: the nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536,
       which also fixes the mmap threshold at 128 KiB, so each 2 MiB temporary array of a chunk is a
       fresh mmap zeroed page by page: 4x the page faults and twice the CPU time of a chunk
@@ -473,7 +474,9 @@ class _Runner:
         else:
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            with context.Pool(self.workers) as pool:
+            # One core thread per process: the processes already share the cores (setting the
+            # count starts nothing, so it is safe in a forked child).
+            with context.Pool(self.workers, initializer=set_num_threads, initargs=(1,)) as pool:
                 yield from pool.imap_unordered(_run_task, payloads)
 
 
