@@ -1,10 +1,12 @@
-"""The report's six figures, drawn from results.json alone (matplotlib, Agg backend).
+"""The report's figures, drawn from results.json alone (matplotlib, Agg backend): six of the suite
+(:data:`FIGURES`) and two of the sweep (:data:`SWEEP_FIGURES`, drawn when the document has one).
 
 Each ``figure_*`` function takes the suite document (:func:`sim.report.suite_document`) and a
 path, draws one PNG and returns the (closed) matplotlib Figure, so that tests can inspect what
 was drawn. :func:`make_figures` draws them all and returns ``{letter: file name}``. The data come
 from the runs the captions name; nothing is recomputed here but the windows of suitable loss
-scales (:func:`scale_window`), which are derived from the measured gradients.
+scales (:func:`scale_window`), which are derived from the measured gradients, and the sweep's
+accuracy costs (:func:`sim.report.sweep.cell_outcome`, the one definition the report uses).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 
 import softfloat16 as sf
 
-__all__ = ["FIGURES", "make_figures", "scale_window"]
+__all__ = ["FIGURES", "SWEEP_FIGURES", "make_figures", "scale_window"]
 
 
 
@@ -397,10 +399,109 @@ FIGURES: dict[str, tuple[str, Callable[[dict[str, Any], str], Any]]] = {
 }
 
 
+# Figure g: the cell's colour says what FP32 did, the marker which FP16 run, the fill whether real.
+SWEEP_RUN_MARKERS = {"fp16-none": ("o", "#d62728", "FP16, no loss scaling"),
+                     "fp16-dynamic": ("s", "#1f77b4", "FP16, dynamic loss scaling")}
+NEAR_CHANCE_COLOR = "#999999"
+UNDERFLOW_FLOOR = 1e-6  # shares of 0 are drawn here on the log axes (0.0001%)
+
+
+def figure_sweep_cost(document: dict[str, Any], path: str) -> Any:
+    """g. One point per sweep cell and FP16 run: FP32's second-half mean test accuracy minus the
+    run's (points of accuracy), at the share of gradient entries FP16 without scaling lost. Filled
+    where the second-half ranges do not overlap; grey where FP32 itself stays near chance."""
+    plt = _pyplot()
+    from matplotlib.lines import Line2D
+
+    from sim.report.sweep import cell_outcome
+
+    sweep = document.get("sweep") or {"cells": {}, "late_start": 0}
+    fig, axis = plt.subplots(figsize=(10, 5.6), layout="constrained")
+    labelled: list[tuple[float, float]] = []  # (log10 x, y) of the labels placed so far
+    for cell in sweep["cells"].values():
+        outcome = cell_outcome(cell, sweep["late_start"])
+        x = 100 * max(outcome["underflow"], UNDERFLOW_FLOOR)
+        costs = [100 * c for c in outcome["cost"].values() if c is not None]
+        if len(costs) == 2:
+            axis.plot([x, x], costs, color="#cccccc", linewidth=1, zorder=1)
+        for run, (marker, color, _) in SWEEP_RUN_MARKERS.items():
+            cost = outcome["cost"][run]
+            if cost is None:
+                continue
+            shade = color if outcome["fp32_trains"] else NEAR_CHANCE_COLOR
+            axis.plot([x], [100 * cost], marker, markersize=8, color=shade, markeredgewidth=1.5,
+                      markerfacecolor=shade if outcome["real"][run] else "white", zorder=2)
+        if outcome["cost"]["fp16-none"] is not None:
+            y = 100 * outcome["cost"]["fp16-none"]
+            # cells that land on the same spot get their labels stacked, not printed over each other
+            near = sum(abs(math.log10(x) - u) < 0.15 and abs(y - v) < 1.5 for u, v in labelled)
+            labelled.append((math.log10(x), y))
+            axis.annotate(cell["label"], (x, y), xytext=(6, 2 + 9 * near), textcoords="offset points", fontsize=8,
+                          color="#333333")
+    axis.axhline(0.0, color="#333333", linewidth=0.8)
+    axis.set_xscale("log")
+    axis.set_xlabel("gradient entries lost to underflow by FP16 without scaling, over the run (%, log scale)")
+    axis.set_ylabel("FP32 accuracy minus the run's (points, second-half mean)")
+    axis.set_title("Where loss scaling matters: accuracy cost against underflow, one point per cell and FP16 run",
+                   fontsize=10)
+    handles = [Line2D([], [], linestyle="none", marker=marker, color=color, markersize=8, label=label)
+               for marker, color, label in SWEEP_RUN_MARKERS.values()]
+    handles += [Line2D([], [], linestyle="none", marker="o", color="#555555", markerfacecolor="white", markersize=8,
+                       label="hollow: within the run-to-run spread (ranges overlap)"),
+                Line2D([], [], linestyle="none", marker="o", color=NEAR_CHANCE_COLOR, markersize=8,
+                       label="grey: FP32 itself stays near chance")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
+    return _save(fig, path)
+
+
+def figure_sweep_layers(document: dict[str, Any], path: str) -> Any:
+    """h. Per layer, the underflow share of the deepest rows of the sweep: one panel per row, one
+    colour per gain; solid FP16 without scaling, dashed with dynamic scaling."""
+    plt = _pyplot()
+    from matplotlib.lines import Line2D
+
+    sweep = document.get("sweep") or {"cells": {}, "rows": [], "gains": []}
+    cells = list(sweep["cells"].values())
+    deepest = max((c["depth"] for c in cells), default=0)
+    rows = [(optimizer, depth) for optimizer, depth in sweep["rows"] if depth == deepest]
+    fig, axes = plt.subplots(1, max(1, len(rows)), figsize=(5.5 * max(1, len(rows)), 4.6), sharey=True,
+                             layout="constrained", squeeze=False)
+    colors = dict(zip(sweep["gains"], RUN_COLORS[1:]))
+    names: list[str] = []
+    for axis, (optimizer, depth) in zip(axes.ravel(), rows):
+        for cell in (c for c in cells if (c["optimizer"], c["depth"]) == (optimizer, depth)):
+            for run, style in (("fp16-none", "-"), ("fp16-dynamic", "--")):
+                shares = cell["runs"][run]["underflow_fraction"]
+                names = list(shares)
+                values = 100 * np.maximum(np.asarray(list(shares.values()), dtype=np.float64), UNDERFLOW_FLOOR)
+                axis.plot(np.arange(len(values)), values, style, marker="o", markersize=3,
+                          color=colors.get(cell["gain"], "#333333"), linewidth=1.4)
+        axis.set_xticks(range(len(names)), names, fontsize=8)
+        axis.set_ylim(100 * UNDERFLOW_FLOOR * 0.7, 100)
+        axis.set_yscale("log")
+        axis.set_xlabel("layer (fc1: farthest from the loss)")
+        axis.set_title(f"{'Adam' if optimizer == 'adam' else 'SGD'}, {depth} hidden layers", fontsize=10)
+    axes.ravel()[0].set_ylabel("gradient entries lost to underflow (%, log)")
+    handles = [Line2D([], [], color=color, linewidth=1.4, label=f"gain {gain:g}") for gain, color in colors.items()]
+    handles += [Line2D([], [], color="#333333", linestyle="-", label="FP16, no loss scaling"),
+                Line2D([], [], color="#333333", linestyle="--", label="FP16, dynamic loss scaling")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.suptitle("Underflow by layer in the deepest networks of the sweep", fontsize=11)
+    return _save(fig, path)
+
+
+SWEEP_FIGURES: dict[str, tuple[str, Callable[[dict[str, Any], str], Any]]] = {
+    "g": ("fig_g_sweep_cost.png", figure_sweep_cost),
+    "h": ("fig_h_sweep_layers.png", figure_sweep_layers),
+}
+
+
 def make_figures(document: dict[str, Any], out: str) -> dict[str, str]:
-    """Draw every figure into ``out``; returns ``{letter: file name}``."""
+    """Draw every figure into ``out`` (the sweep's only when ``document`` has a sweep); returns
+    ``{letter: file name}``."""
+    figures = {**FIGURES, **(SWEEP_FIGURES if document.get("sweep") else {})}
     written = {}
-    for letter, (name, draw) in FIGURES.items():
+    for letter, (name, draw) in figures.items():
         draw(document, os.path.join(out, name))
         written[letter] = name
     return written

@@ -8,8 +8,14 @@ be reproduced with the ``python -m sim train`` command the report prints for it 
 where the true gradients fall on the log2 axis, the update-to-weight ratios, the updates that left
 a weight unchanged, and, on the static-scale run, the scale/unscale round trip.
 
+Then a sweep (:mod:`~sim.report.sweep`, skipped with ``--no-sweep``): a grid of deeper and more
+weakly initialised networks, each trained in FP32, in FP16 without loss scaling and in FP16 with
+dynamic scaling, for half the suite's steps, to find where loss scaling matters and where it does
+not. Its runs share the suite's worker processes.
+
 Outputs, in ``DIR``: ``results.json`` (per recipe: the keys of ``python -m sim train --json``,
-plus ``skip_rate_early``, ``skip_rate_late`` and the observer's measurements), ``report.md``
+plus ``skip_rate_early``, ``skip_rate_late`` and the observer's measurements; under ``sweep``, the
+grid and its runs), ``report.md``
 (configuration, results table, claims with verdicts, figures) and the PNG figures of
 :mod:`sim.figures`. The same arguments give byte-identical ``results.json`` and ``report.md``,
 whatever the number of worker processes: nothing in them depends on time or scheduling.
@@ -24,6 +30,8 @@ The package, by section:
   derived from a run;
 - :mod:`~sim.report.table`, :mod:`~sim.report.claims`, :mod:`~sim.report.markdown`: the results
   table, the claims with their verdicts, and report.md;
+- :mod:`~sim.report.sweep`, :mod:`~sim.report.sweep_section`: the sweep's grid, runs and measures,
+  and its section of report.md;
 - :mod:`~sim.report.writing`: results.json and the output folder;
 - here: the command line (:func:`add_arguments`, :func:`run`, :func:`main`).
 
@@ -44,18 +52,21 @@ from typing import Any
 
 from sim.arguments import UsageError, non_negative_int, output_dir, positive_int
 from sim.report.collector import Collector
+from sim.report.finer import finer_recipes, finer_results
 from sim.report.markdown import FIGURE_CAPTIONS, render_report
 from sim.report.measures import layer_entries, overall_fraction
 from sim.report.progress import SuiteProgress
 from sim.report.recipes import DEFAULT_STEPS, Recipe, skip_windows, suite_command, suite_recipes
 from sim.report.suite import run_recipe, run_suite
+from sim.report.sweep import SweepCell, sweep_cells, sweep_document, sweep_steps
 from sim.report.table import format_table
 from sim.report.writing import suite_document, write_json, write_report
 
 __all__ = [
     "DEFAULT_STEPS", "FIGURE_CAPTIONS", "Collector", "Recipe", "SuiteProgress", "add_arguments", "format_table",
     "layer_entries", "main", "overall_fraction", "render_report", "run", "run_recipe", "run_suite", "skip_windows",
-    "suite_command", "suite_document", "suite_recipes", "write_json", "write_report",
+    "suite_command", "suite_document", "suite_recipes", "sweep_cells", "sweep_document", "sweep_recipes", "sweep_steps",
+    "write_json", "write_report",
 ]
 
 DEFAULT_OUT = "sim-report"
@@ -83,6 +94,22 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--workers", type=positive_int, default=min(2, os.cpu_count() or 1), metavar="N",
                         help="worker processes (default 2; results do not depend on it)")
     parser.add_argument("--no-figures", dest="figures", action="store_false", help="skip the PNG figures")
+    parser.add_argument("--no-finer", dest="finer", action="store_false",
+                        help="skip the second story: FP8 / MX / NVFP4 scaling and accumulation "
+                             f"({len(finer_recipes(steps=10))} runs and a GEMM sweep)")
+    parser.add_argument("--no-sweep", dest="sweep", action="store_false",
+                        help=f"skip the sweep of deeper networks ({3 * len(sweep_cells())} runs of half the steps)")
+
+
+def sweep_recipes(cells: Sequence[SweepCell], steps: int, seed: int = 0, data: str = "digits",
+                  batch_size: int = 32) -> list[Recipe]:
+    """The sweep's runs for a suite of ``steps`` steps: three per cell, for half the steps.
+
+    >>> [recipe.label for recipe in sweep_recipes(sweep_cells()[:1], steps=8)]
+    ['S1a', 'S1b', 'S1c']
+    """
+    return [recipe for index, cell in enumerate(cells, start=1)
+            for recipe in cell.recipes(f"S{index}", sweep_steps(steps), seed, data, batch_size)]
 
 
 def run(args: Any) -> int:
@@ -111,15 +138,22 @@ def run(args: Any) -> int:
     try:
         with output_dir("--out", args.out):
             recipes = suite_recipes(steps=args.steps, seed=args.seed, data=args.data)
-            print(f"running {len(recipes)} recipes x {args.steps} steps on {args.data} "
-                  f"({args.workers} worker{'s' if args.workers > 1 else ''})", file=sys.stderr)
-            progress = SuiteProgress(recipes, sys.stderr)
+            sweep = sweep_recipes(sweep_cells(), args.steps, args.seed, args.data) if args.sweep else []
+            finer = finer_recipes(steps=args.steps, seed=args.seed, data=args.data) if args.finer else []
+            jobs = recipes + sweep + finer
+            print(f"running {len(recipes)} recipes x {args.steps} steps"
+                  + (f", a sweep of {len(sweep)} runs x {sweep_steps(args.steps)} steps" if sweep else "")
+                  + (f", {len(finer)} FP8/MX runs x {args.steps} steps" if finer else "")
+                  + f" on {args.data} ({args.workers} worker{'s' if args.workers > 1 else ''})", file=sys.stderr)
+            progress = SuiteProgress(jobs, sys.stderr)
             began = time.perf_counter()
             try:
-                results = run_suite(recipes, args.workers, progress)
+                results = run_suite(jobs, args.workers, progress)
             finally:
                 progress.close()
-            document = suite_document(recipes, results)
+            first_story = len(recipes) + len(sweep)
+            document = suite_document(jobs[:first_story], results[:first_story],
+                                      finer_results(finer, results[first_story:]) if finer else None)
             try:
                 written = write_report(args.out, document, figures=args.figures)
             except OSError as error:

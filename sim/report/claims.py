@@ -59,6 +59,7 @@ class _Claims:
         self.steps = document["suite"]["steps"]
         self.early = tuple(document["suite"]["skip_window_early"])
         self.late = tuple(document["suite"]["skip_window_late"])
+        self.has_sweep = bool(document.get("sweep"))
 
     def all(self) -> list[tuple[str, str, str]]:
         """(claim, verdict, explanation) for every claim whose runs are present."""
@@ -99,7 +100,9 @@ class _Claims:
                      f"the largest. The median true gradient by layer is {median_text} (figure a)"
                      + (": the early layers' gradients are the larger ones here. " if early_larger else ". ")
                      + "The claim describes deep networks whose gradients shrink layer by layer on the way back; "
-                     "this four-layer ReLU network with He initialisation does not do that. ")
+                     "this four-layer ReLU network with He initialisation does not do that"
+                     + ("; the sweep below tests deeper and more weakly initialised ones (claim S2). "
+                        if self.has_sweep else ". "))
         if _clearly_below(plain, fp32, self.late[0]):
             text += "The lost gradients cost accuracy: "
         else:

@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
 from sim.report.formatting import binary_exponent, number
 from sim.train import TrainConfig
 
+if TYPE_CHECKING:
+    from sim.report.sweep import SweepCell
+
 __all__ = [
     "CLIP_NORM", "DEFAULT_STEPS", "DYNAMIC_INIT_SCALE", "ROUND_TRIP_OTHER_SCALE", "STATIC_SCALE", "TOO_LARGE_SCALE",
     "TOO_SMALL_SCALE", "Recipe", "evaluation_interval", "growth_interval", "skip_windows", "suite_command",
-    "suite_recipes",
+    "suite_recipes", "train_command",
 ]
 
-DEFAULT_STEPS = 400  # 9 recipes fit in 10 minutes on 2 busy cores (about 3 on 2 idle ones)
+DEFAULT_STEPS = 400  # the 9 recipes: about 1.5 minutes on 2 idle cores; the sweep (half the steps) 2 more
 # The suite's constants, chosen from the gradient ranges measured on this network (report.md
 # explains each choice; docs/walkthrough.md shows the pictures they come from).
 CLIP_NORM = 5.0  # above the gradient norms of the correctly ordered runs: it rarely fires there
@@ -65,7 +69,7 @@ def skip_windows(steps: int) -> tuple[tuple[int, int], tuple[int, int]]:
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """One run of the suite: a key for files and JSON, the report's label and title, what it is
+    """One run of the report: a key for files and JSON, the report's label and title, what it is
     there to show, and the exact training configuration."""
 
     key: str
@@ -74,6 +78,8 @@ class Recipe:
     purpose: str
     config: TrainConfig
     probe_round_trip: bool = False
+    collect: bool = True  # measure with the report's Collector (the figures' data); False: run log only
+    cell: SweepCell | None = None  # the sweep cell this run belongs to; None for the suite's runs
 
     def command(self) -> str:
         """The ``python -m sim train`` command that repeats this run (same weights_sha256).
@@ -81,23 +87,43 @@ class Recipe:
         >>> suite_recipes(steps=20)[2].command()
         'python -m sim train --precision fp16 --loss-scale static --scale 1024 --steps 20'
         """
-        config, default = self.config.resolved(), TrainConfig()
-        flags = ["--precision", config.precision, "--loss-scale", config.loss_scale]
-        if config.scale is not None:
-            flags += ["--scale", number(config.scale)]
-        if config.loss_scale == "dynamic":
-            flags += ["--growth-interval", str(config.growth_interval)]
-        if not config.master_weights:
-            flags.append("--no-master-weights")
-        if config.clip is not None:
-            flags += ["--clip", number(config.clip)]
-        if config.clip_before_unscale:
-            flags.append("--clip-before-unscale")
-        for name in ("steps", "batch_size", "seed", "data"):
-            value = getattr(config, name)
-            if name == "steps" or value != getattr(default, name):
-                flags += [f"--{name.replace('_', '-')}", str(value)]
-        return "python -m sim train " + " ".join(flags)
+        return train_command(self.config)
+
+
+# Always on the command line, whatever their value: what the run computes in, and for how long.
+_ALWAYS_GIVEN = ("precision", "loss_scale", "steps")
+
+
+def train_command(config: TrainConfig) -> str:
+    """The ``python -m sim train`` command for ``config``: precision, loss scale and steps, then
+    every other field that differs from its default, in field order, as its flag.
+
+    A field's flag is its name with dashes (``--init-gain 0.25``); a boolean is a switch named
+    after the non-default value (``--no-master-weights``, ``--clip-before-unscale``); layer
+    widths are a comma list. So a field added to TrainConfig gets its flag here with no change.
+
+    >>> train_command(TrainConfig(optimizer="adam", hidden=(64, 64), init_gain=0.25, steps=10))[20:]
+    '--precision fp16 --loss-scale dynamic --optimizer adam --steps 10 --hidden 64,64 --init-gain 0.25'
+    >>> train_command(TrainConfig(precision="fp32", master_weights=False, steps=10))
+    'python -m sim train --precision fp32 --loss-scale none --no-master-weights --steps 10'
+    """
+    resolved = config.resolved()
+    flags = []
+    for field in dataclasses.fields(TrainConfig):
+        name = field.name
+        value = getattr(resolved if name in _ALWAYS_GIVEN else config, name)
+        if name not in _ALWAYS_GIVEN and (value is None or value == field.default):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):  # a switch: present means "not the default"
+            flags.append(flag if value else "--no-" + name.replace("_", "-"))
+        elif isinstance(value, (tuple, list)):
+            flags += [flag, ",".join(str(v) for v in value)]
+        elif isinstance(value, float):
+            flags += [flag, number(value)]
+        else:
+            flags += [flag, str(value)]
+    return "python -m sim train " + " ".join(flags)
 
 
 def suite_recipes(
@@ -144,13 +170,16 @@ def suite_recipes(
     ]
 
 
-def suite_command(steps: int, seed: int, data: str) -> str:
+def suite_command(steps: int, seed: int, data: str, sweep: bool = True, finer: bool = True) -> str:
     """The command that regenerates a suite (flags that change results only; --out and --workers
     do not).
 
-    >>> suite_command(DEFAULT_STEPS, 0, "digits"), suite_command(8, 0, "synthetic")
-    ('python -m sim report', 'python -m sim report --steps 8 --data synthetic')
+    >>> suite_command(DEFAULT_STEPS, 0, "digits"), suite_command(8, 0, "synthetic", sweep=False)
+    ('python -m sim report', 'python -m sim report --steps 8 --data synthetic --no-sweep')
+    >>> suite_command(DEFAULT_STEPS, 0, "digits", finer=False)
+    'python -m sim report --no-finer'
     """
     flags = [(f"--{name}", str(value)) for name, value, default in
              (("steps", steps, DEFAULT_STEPS), ("seed", seed, 0), ("data", data, "digits")) if value != default]
-    return " ".join(["python -m sim report", *(" ".join(flag) for flag in flags)])
+    skipped = [flag for flag, included in (("--no-sweep", sweep), ("--no-finer", finer)) if not included]
+    return " ".join(["python -m sim report", *(" ".join(flag) for flag in flags), *skipped])

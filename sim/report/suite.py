@@ -23,10 +23,13 @@ __all__ = ["run_recipe", "run_suite"]
 
 def run_recipe(recipe: Recipe, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Run one recipe; returns its results.json entry (the train --json keys, the skip rates,
-    and the observer's measurements under ``diagnostics``)."""
+    and under ``diagnostics`` the test curve and, when ``recipe.collect``, the observer's
+    measurements)."""
     trainer = Trainer(recipe.config)
-    collector = Collector(len(trainer.model.layer_names), recipe.probe_round_trip)
-    trainer.observers.append(collector)
+    collector = None
+    if recipe.collect:
+        collector = Collector(len(trainer.model.layer_names), recipe.probe_round_trip)
+        trainer.observers.append(collector)
     every = evaluation_interval(recipe.config.steps)
     curve: dict[str, list[Any]] = {"step": [], "accuracy": [], "loss": []}
 
@@ -44,6 +47,7 @@ def run_recipe(recipe: Recipe, on_step: Callable[[int], None] | None = None) -> 
     summary = trainer.summary()  # wall_seconds stays None: results.json must not depend on timing
     early, late = skip_windows(trainer.step)
     skipped = set(summary["skipped_steps"])
+    measured = collector.result() if collector is not None else {}
     return {
         "label": recipe.label,
         "title": recipe.title,
@@ -52,7 +56,7 @@ def run_recipe(recipe: Recipe, on_step: Callable[[int], None] | None = None) -> 
         **summary,
         "skip_rate_early": _rate(skipped, early),
         "skip_rate_late": _rate(skipped, late),
-        "diagnostics": {**collector.result(), "test_examples": len(trainer.data.y_test), "test_curve": curve},
+        "diagnostics": {**measured, "test_examples": len(trainer.data.y_test), "test_curve": curve},
     }
 
 
@@ -60,6 +64,16 @@ def _rate(skipped: set[int], window: tuple[int, int]) -> float:
     """The share of the steps of ``window`` that were skipped."""
     start, stop = window
     return sum(start <= s < stop for s in skipped) / (stop - start) if stop > start else 0.0
+
+
+def _estimated_cost(recipe: Recipe) -> int:
+    """A rough relative cost of a run, for scheduling only: steps x total hidden width.
+
+    >>> from sim.train import TrainConfig
+    >>> _estimated_cost(Recipe("k", "1", "t", "p", TrainConfig(steps=10, hidden=(64, 32))))
+    960
+    """
+    return recipe.config.steps * sum(recipe.config.hidden)
 
 
 # A worker's end of the progress queue. The pool's initializer sets it: a multiprocessing Queue
@@ -113,7 +127,10 @@ def run_suite(
 
     with concurrent.futures.ProcessPoolExecutor(min(workers, len(recipes)), mp_context=context,
                                                 initializer=_start_worker, initargs=(progress,)) as pool:
-        futures = [pool.submit(_run_in_worker, i, recipe) for i, recipe in enumerate(recipes)]
+        # The pool starts runs in submission order: the long ones first, so that short ones fill the end.
+        order = sorted(range(len(recipes)), key=lambda i: -_estimated_cost(recipes[i]))
+        submitted = {i: pool.submit(_run_in_worker, i, recipes[i]) for i in order}
+        futures = [submitted[i] for i in range(len(recipes))]
         pending = set(futures)
         while pending:
             drain(block=True)

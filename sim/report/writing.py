@@ -12,31 +12,41 @@ from collections.abc import Sequence
 from typing import Any
 
 from sim.arguments import write_text_atomically
+from sim.report.finer import draw_finer_figures, render_finer_markdown
 from sim.report.markdown import render_report
 from sim.report.recipes import (
     CLIP_NORM, DYNAMIC_INIT_SCALE, ROUND_TRIP_OTHER_SCALE, STATIC_SCALE, TOO_LARGE_SCALE, TOO_SMALL_SCALE, Recipe,
     growth_interval, skip_windows, suite_command,
 )
+from sim.report.sweep import sweep_document
 from sim.report.table import format_table
 from sim.train import TrainConfig
 
 __all__ = ["suite_document", "write_json", "write_report"]
 
 
-def suite_document(recipes: Sequence[Recipe], results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """results.json: how the suite was run, then one entry per recipe (keyed by recipe key).
+def suite_document(recipes: Sequence[Recipe], results: Sequence[dict[str, Any]],
+                   finer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """results.json: how the suite was run, then one entry per recipe of the suite (keyed by recipe
+    key), then, when ``recipes`` include the sweep's runs (those with a ``cell``), the ``sweep``
+    (:func:`sim.report.sweep.sweep_document`), then ``finer``, the second story's section
+    (:func:`sim.report.finer.finer_results`), when given.
 
     >>> from sim.report.recipes import suite_recipes
-    >>> recipes = suite_recipes(steps=8, data="synthetic")
+    >>> recipes = suite_recipes(steps=8, data="synthetic")  # the suite alone: --no-sweep --no-finer
     >>> document = suite_document(recipes, [{} for _ in recipes])
     >>> document["suite"]["command"], document["suite"]["skip_window_late"], list(document["recipes"])[:2]
-    ('python -m sim report --steps 8 --data synthetic', [4, 8], ['fp32', 'fp16-none'])
+    ('python -m sim report --steps 8 --data synthetic --no-sweep --no-finer', [4, 8], ['fp32', 'fp16-none'])
     """
+    pairs = list(zip(recipes, results))
+    swept = [(recipe, result) for recipe, result in pairs if recipe.cell is not None]
+    recipes = [recipe for recipe, _ in pairs if recipe.cell is None]
+    results = [result for recipe, result in pairs if recipe.cell is None]
     first = recipes[0].config.resolved() if recipes else TrainConfig().resolved()
     early, late = skip_windows(first.steps)
-    return {
+    document = {
         "suite": {
-            "command": suite_command(first.steps, first.seed, first.data),
+            "command": suite_command(first.steps, first.seed, first.data, sweep=bool(swept), finer=finer is not None),
             "steps": first.steps,
             "seed": first.seed,
             "data": first.data,
@@ -51,6 +61,11 @@ def suite_document(recipes: Sequence[Recipe], results: Sequence[dict[str, Any]])
         },
         "recipes": {recipe.key: result for recipe, result in zip(recipes, results)},
     }
+    if swept:
+        document["sweep"] = sweep_document([recipe for recipe, _ in swept], [result for _, result in swept])
+    if finer is not None:
+        document["finer"] = finer
+    return document
 
 
 def write_json(path: str, document: dict[str, Any]) -> None:
@@ -103,8 +118,13 @@ def write_report(out: str, document: dict[str, Any], figures: bool = True) -> li
             from sim.figures import make_figures
 
             names += list(make_figures(document, staging).values())
+            if "finer" in document:
+                names += [os.path.basename(path) for path in draw_finer_figures(document["finer"], staging)]
+        text = render_report(document, format_table(document["recipes"]))
+        if "finer" in document:
+            text += "\n" + render_finer_markdown(document["finer"])
         with open(os.path.join(staging, "report.md"), "w", encoding="utf-8") as file:
-            file.write(render_report(document, format_table(document["recipes"])))
+            file.write(text)
         names.append("report.md")
         for name in names:
             os.replace(os.path.join(staging, name), os.path.join(out, name))

@@ -1,6 +1,6 @@
 """The report's figures, drawn from the committed docs/report/results.json: every point on the
-chart, each static run over its own window, the measured lost-update shares in figure e, and no
-legend over the curves (issue #11)."""
+chart, each static run over its own window, the measured lost-update shares in figure e, the
+sweep's cells in figure g, and no legend over the curves (issue #11)."""
 from __future__ import annotations
 
 import json
@@ -27,10 +27,11 @@ def document():
 def drawn(document, tmp_path_factory):
     """Each figure drawn once, as make_figures draws it: {letter: matplotlib Figure}."""
     out = tmp_path_factory.mktemp("figures")
-    return {letter: draw(document, str(out / name)) for letter, (name, draw) in figures.FIGURES.items()}
+    every = {**figures.FIGURES, **figures.SWEEP_FIGURES}
+    return {letter: draw(document, str(out / name)) for letter, (name, draw) in every.items()}
 
 
-@pytest.mark.parametrize("letter", "bcde")
+@pytest.mark.parametrize("letter", "bcdegh")
 def test_no_legend_covers_a_panel(drawn, letter):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -152,3 +153,18 @@ def test_figure_e_marks_each_run_where_it_meets_its_own_weight_line(document, dr
     for key, threshold in (("fp16-dynamic", -24), ("fp16-dynamic-no-master", -11)):
         ratios = Log2Histogram.from_dict(document["recipes"][key]["diagnostics"]["update_ratio_histogram"])
         assert (threshold, round(100 * ratios.count_below(threshold) / ratios.total, 9)) in markers
+
+
+def test_figure_g_has_one_point_per_cell_and_fp16_run_filled_where_the_cost_is_real(document, drawn):
+    from sim.report.sweep import cell_outcome
+
+    sweep = document["sweep"]
+    [axis] = drawn["g"].axes
+    points = {(round(float(line.get_xdata()[0]), 9), round(float(line.get_ydata()[0]), 9)):
+              line.get_markerfacecolor() != "white" for line in axis.get_lines() if len(line.get_xdata()) == 1}
+    assert len(points) == 2 * len(sweep["cells"])
+    for cell in sweep["cells"].values():
+        outcome = cell_outcome(cell, sweep["late_start"])
+        x = round(100 * max(outcome["underflow"], figures.UNDERFLOW_FLOOR), 9)
+        for run in ("fp16-none", "fp16-dynamic"):
+            assert points[(x, round(100 * outcome["cost"][run], 9))] == outcome["real"][run], (cell["label"], run)

@@ -89,14 +89,14 @@ def test_a_failed_report_write_leaves_nothing_behind(monkeypatch, tmp_path):
 
 def test_the_report_command_turns_a_write_failure_into_one_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(report, "run_suite", lambda recipes, workers, progress: [])
-    monkeypatch.setattr(report, "suite_document", lambda recipes, results: {"recipes": {}})
+    monkeypatch.setattr(report, "suite_document", lambda recipes, results, finer=None: {"recipes": {}})
 
     def failing(out, document, figures=True):
         raise OSError(errno.ENOSPC, "No space left on device", os.path.join(out, "results.json"))
 
     monkeypatch.setattr(report, "write_report", failing)
     out = tmp_path / "new"
-    assert main(["report", "--out", str(out), "--no-figures", "--data", "synthetic"]) == 2
+    assert main(["report", "--out", str(out), "--no-figures", "--data", "synthetic", "--no-finer"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
     assert err == (f"python -m sim report: error: --out: cannot write {out / 'results.json'}: "
                    "No space left on device; nothing was written")
