@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 import softfloat16 as sf
+from sim import figures
 
 __all__ = ["AMAX_TENSORS", "FINER_FIGURES", "make_finer_figures", "scaled_range"]
 
@@ -39,23 +40,8 @@ ACCUMULATION_STYLES = {"fp32": ("#1f77b4", "FP32 accumulation"), "kept": ("#d627
                        "promoted": ("#2ca02c", "{bits} kept bits, promoted every {every}")}
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: str) -> Any:
-    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
-    _pyplot().close(fig)
-    return fig
-
-
-def _values(values: list[float | None]) -> np.ndarray:
-    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+# The main report's figure helpers: one pyplot setup, one way to save, None as NaN.
+_pyplot, _save, _values = figures._pyplot, figures._save, figures._values
 
 
 def scaled_range(tensor: str, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

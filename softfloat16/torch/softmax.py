@@ -3,7 +3,7 @@
 
 Every step is an FP32 operation of the emulator on operands widened from the tensor's format,
 and the result is rounded once into the output's format. exp and log are the emulated FP32
-algorithms of :mod:`softfloat16.torch.fp32math` (bit-exact to that definition, not to a vendor's
+algorithms of :mod:`softfloat16.fp32math` (bit-exact to that definition, not to a vendor's
 libm). Sums along the softmax dimension accumulate in FP32 in the machine's order, over the
 elements in index order.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import fp32math
+from .. import fp32math
 from .elementwise import ONE32, _unary
 from .machine import FP32, Machine
 from .operands import meta_call
