@@ -220,6 +220,7 @@ class Products:
     """A layer's three products and their quantisation state; see the module docstring."""
 
     quantized = False
+    seed = 0  # the run's seed, for stochastic rounding (the quantised recipes set it)
 
     def __init__(self, accumulation: Accumulation, layer_names: Sequence[str]) -> None:
         self.accumulation = accumulation
@@ -245,8 +246,6 @@ class Products:
         words = np.random.SeedSequence([self.seed, _SR_STREAM, self.step, self.tensor_names.index(tensor), use])
         return int(words.generate_state(1, np.uint64)[0])
 
-    seed = 0
-
 
 class PlainProducts(Products):
     """fp32 / fp16 / bf16: operands in the compute format (nothing to quantise)."""
@@ -270,8 +269,7 @@ class Fp8Products(Products):
         scaling = self.scalings[tensor]
         fmt = scaling.fmt
         amax = amax_bits(bits)
-        history = np.asarray(np.float32(scaling.history), np.float32).view(np.uint32)
-        previous = scaling.scale
+        history, previous = scaling.history, scaling.scale  # before this use (scale_for replaces both)
         scale = scaling.scale_for(np.uint32(amax).view(np.float32), record=self.training)
         inverse = np.float32(1.0) / scale  # exact: a power of two within [2**-127, 2**127]
         gradient = tensor.endswith("grad_output") and self.grad_rounding == "sr"
@@ -292,10 +290,9 @@ class Fp8Products(Products):
             # The whole scaling state goes in and comes out, so the op is a pure function of its
             # inputs (a reference keeps its own state; a replay can judge the op alone).
             trace.op("fp8_scale", f"{tensor}.scale",
-                     {"x": (bits, "fp32"), "history": (history, "fp32"), "previous": (_bits(previous), "fp32")},
+                     {"x": (bits, "fp32"), "history": (_bits(history), "fp32"), "previous": (_bits(previous), "fp32")},
                      {"amax": (np.asarray(amax), "fp32"), "scale": (_bits(scale), "fp32"),
-                      "scale_inv": (_bits(inverse), "fp32"),
-                      "history": (np.asarray(np.float32(scaling.history), np.float32).view(np.uint32), "fp32")},
+                      "scale_inv": (_bits(inverse), "fp32"), "history": (_bits(scaling.history), "fp32")},
                      **attrs)
             trace.op("fp8_quantize", f"{tensor}.quantize", {"x": (bits, "fp32"), "scale": (_bits(scale), "fp32")},
                      {"out": (q, fmt.name)}, dst=fmt.name, rounding="sr" if gradient else "rne",
@@ -421,8 +418,9 @@ class BlockProducts(Products):
         return dx, dw
 
 
-def _bits(value: np.float32) -> np.ndarray:
-    return np.asarray(np.float32(value)).view(np.uint32)
+def _bits(value: Any) -> np.ndarray:
+    """FP32 bits of a value or a list of values (an amax history)."""
+    return np.asarray(value, dtype=np.float32).view(np.uint32)
 
 
 def make_products(config: Any, layer_names: Sequence[str]) -> Products:
