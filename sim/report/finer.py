@@ -89,32 +89,16 @@ PROMOTION_GAIN = 10.0  # ... and <= 1/10 of the unpromoted error there
 
 @dataclasses.dataclass(frozen=True)
 class FinerRecipe(Recipe):
-    """A run of this section: a :class:`~sim.report.recipes.Recipe` whose command also spells
-    the FP8, block-scaling and accumulation flags, and the part (``finer`` or ``accumulation``)
-    and scaling granularity it stands for."""
+    """A run of this section: a :class:`~sim.report.recipes.Recipe` (its command spells every
+    flag that differs from the default, the FP8 ones included) with the part (``finer`` or
+    ``accumulation``) and the scaling granularity it stands for.
+
+    >>> finer_recipes(steps=20)[2].command()
+    'python -m sim train --precision fp8 --loss-scale static --scale 1024 --steps 20 --fp8-scaling none'
+    """
 
     part: str = "finer"
     granularity: str = ""
-
-    def command(self) -> str:
-        """The ``python -m sim train`` command that repeats this run (same weights_sha256).
-
-        >>> finer_recipes(steps=20)[2].command()
-        'python -m sim train --precision fp8 --fp8-scaling none --loss-scale static --scale 1024 --steps 20'
-        """
-        config, default = self.config, TrainConfig()
-        flags = ["--precision", config.precision]
-        for name in ("fp8_scaling", "amax_history", "fp8_margin", "grad_rounding", "block_size", "loss_scale",
-                     "scale", "accumulate", "tc_block", "tc_fraction_bits", "promote_every"):
-            value = getattr(config, name)
-            if value is not None and value != getattr(default, name):
-                flags += [f"--{name.replace('_', '-')}", number(value) if isinstance(value, float) else str(value)]
-        for name in ("steps", "batch_size", "seed", "data", "hidden"):
-            value = getattr(config, name)
-            if name == "steps" or value != getattr(default, name):
-                text = ",".join(map(str, value)) if name == "hidden" else str(value)
-                flags += [f"--{name.replace('_', '-')}", text]
-        return "python -m sim train " + " ".join(flags)
 
 
 def finer_recipes(steps: int = DEFAULT_STEPS, seed: int = 0, data: str = "digits", batch_size: int = 32,
