@@ -435,6 +435,8 @@ def as_bits(x, fmt: Format, name: str = "x") -> np.ndarray:
     array(15360, dtype=uint16)
     """
     arr = np.asarray(x)
+    if arr.dtype == fmt.dtype and not fmt.storage_shift:  # unsigned, the format's width: every value is valid
+        return arr
     if fmt.float_dtype_name is not None and arr.dtype.name == fmt.float_dtype_name:
         arr = arr.view(np.dtype(f"u{arr.dtype.itemsize}"))  # read the bits, then check them as integers
     kind = arr.dtype.kind

@@ -28,10 +28,27 @@ _NO_SOURCE = Format("none", 1, 1, np.uint8)
 def _config(fmt: Format, rounding="rne", ftz=False, daz=False, nan="ieee", tininess="after", saturate=False,
             sr_bits=32, src: Format | None = None) -> loops.Options:
     """The kernels' options record (softfloat16._kernels.core.Options), after validating every option.
+    Remembered per distinct set of options: validating them costs more than a small array's arithmetic.
 
     >>> _config(parse_format("fp16"), rounding="rtz", nan="x86").rounding
     2
     """
+    # Only plain bools, strings and ints are remembered: True == 1 and np.True_ hash alike, but only
+    # some of them are valid for a given option, and each must meet the checks once.
+    plain = all(type(v) in (bool, str) for v in (rounding, ftz, daz, nan, tininess, saturate)) and type(sr_bits) is int
+    key = (fmt, rounding, ftz, daz, nan, tininess, saturate, sr_bits, src) if plain else None
+    options = _CONFIGS.get(key) if plain else None
+    if options is None:
+        options = _checked_config(fmt, rounding, ftz, daz, nan, tininess, saturate, sr_bits, src)
+        if plain and len(_CONFIGS) < 4096:
+            _CONFIGS[key] = options
+    return options
+
+
+_CONFIGS: dict[tuple, loops.Options] = {}
+
+
+def _checked_config(fmt: Format, rounding, ftz, daz, nan, tininess, saturate, sr_bits, src) -> loops.Options:
     for name, value in (("ftz", ftz), ("daz", daz), ("saturate", saturate)):
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{name}: expected True or False, got {value!r}")
@@ -53,6 +70,9 @@ def _config(fmt: Format, rounding="rne", ftz=False, daz=False, nan="ieee", tinin
 
 def _broadcast(arrays: list[np.ndarray], names: tuple[str, ...]) -> tuple[list[np.ndarray], tuple]:
     """Flat, contiguous operands of a common broadcast shape."""
+    shape = arrays[0].shape
+    if all(a.shape == shape and a.flags.c_contiguous for a in arrays):  # the common case, cheaply
+        return [a.reshape(-1) for a in arrays], shape
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:

@@ -15,7 +15,7 @@ from softfloat16.formats import Format
 
 from .elementwise import maximum
 from .machine import FP32, Machine
-from .operands import meta_call
+from .operands import Result, meta_call
 from .registry import aten_arg, implements
 from .tensors import DTYPE_FORMATS, bits, from_bits, is_emulated
 
@@ -25,20 +25,25 @@ __all__ = ["row_extreme", "row_sums"]
 def row_sums(machine: Machine, patterns: np.ndarray, fmt: Format, accumulate: Format | None = None) -> np.ndarray:
     """FP32 patterns of the sums of each row of an (m, k) array of ``fmt`` patterns.
 
-    The one place a sum is computed: today a matmul with a column of ones (products ``x * 1`` are
-    exact, so the sequential order is ``((0 + x0) + x1) + ...``); ``sf.linalg.sum`` will replace
-    it once that lands, without changing any result of the sequential order. ``accumulate``:
-    the machine's unless given (the FP32 steps inside softmax and friends accumulate in FP32).
+    The one place a sum is computed: ``sf.linalg.sum`` in the sequential and pairwise orders (the
+    same trees as the matmul's), a matmul with a column of ones in the tensor-core order (blocks of
+    exact products ``x * 1``). ``accumulate``: the machine's unless given (the FP32 steps inside
+    softmax and friends accumulate in FP32).
 
     >>> m = Machine()
     >>> x = sf.fp16.from_float(np.array([[1.0, 2.0**-11, 2.0**-11]]))
     >>> sf.fp32.to_float(row_sums(m, x, sf.fp16))
     array([1.00097656])
     """
-    ones = np.full((patterns.shape[1], 1), fmt.one, dtype=fmt.dtype)
     accumulate = machine.accumulate if accumulate is None else accumulate
+    rounding = machine.step["rounding"]
+    if machine.order != "tensorcore":
+        total = sf.linalg.sum(patterns, fmt, axis=1, accumulate=accumulate, out_format=FP32, order=machine.order,
+                              rounding=rounding)
+        return np.asarray(total).reshape(patterns.shape[0])
+    ones = np.full((patterns.shape[1], 1), fmt.one, dtype=fmt.dtype)
     total = sf.linalg.matmul(patterns, ones, fmt, accumulate=accumulate, out_format=FP32,
-                             order=machine.order, rounding=machine.step["rounding"], tensor_core=machine.tensor_core)
+                             order=machine.order, rounding=rounding, tensor_core=machine.tensor_core)
     return np.asarray(total)[:, 0]
 
 
@@ -89,12 +94,26 @@ def _sum_args(func, args, kwargs):
     return self, aten_arg(args, kwargs, 1, "dim"), aten_arg(args, kwargs, 2, "keepdim", False)
 
 
+def _reduced(func, args, kwargs, dim, keepdim: bool) -> Result:
+    """dtype and shape of a reduction's result: computed directly for a floating ``self`` (meta
+    tensors cost ~0.2 ms a call), torch's own answer otherwise."""
+    self, dtype = args[0], kwargs.get("dtype")
+    if not self.dtype.is_floating_point or (dtype is not None and not dtype.is_floating_point):
+        out = meta_call(func, args, kwargs)
+        return Result(out.dtype, out.shape)
+    dims = _dims(self, dim)
+    shape = [1 if d in dims else n for d, n in enumerate(self.shape)] if keepdim else [
+        n for d, n in enumerate(self.shape) if d not in dims]
+    return Result(dtype or self.dtype, torch.Size(shape))
+
+
 def _sum32(machine: Machine, func, args, kwargs):
-    """(result meta, FP32 sums, count) for sum and mean, or None when the result is not emulated."""
-    out = meta_call(func, args, kwargs)
+    """(result dtype and shape, FP32 sums, count) for sum and mean, or None when the result is not
+    emulated."""
+    self, dim, keepdim = _sum_args(func, args, kwargs)
+    out = _reduced(func, args, kwargs, dim, keepdim)
     if not is_emulated(out.dtype):
         return None
-    self, dim, _ = _sum_args(func, args, kwargs)
     if self.dtype != out.dtype:  # sum(x_half, dtype=torch.float32): convert, then sum
         self = machine.convert(self, out.dtype)
     dims = _dims(self, dim)
@@ -136,11 +155,11 @@ def amax(machine, func, args, kwargs):
             return maximum(machine, getattr(torch.ops.aten, "maximum" if largest else "minimum").default,
                            args, kwargs)
         return func(*args, **kwargs)  # max.dim: a selection with indices, native
-    out = meta_call(func, args, kwargs)
-    if not is_emulated(out.dtype):
-        return func(*args, **kwargs)
     self = args[0]
     dim = aten_arg(args, kwargs, 1, "dim", []) if name in ("amax", "amin") else None
+    out = _reduced(func, args, kwargs, dim, bool(aten_arg(args, kwargs, 2, "keepdim", False)) and dim is not None)
+    if not is_emulated(out.dtype):
+        return func(*args, **kwargs)
     fmt = DTYPE_FORMATS[out.dtype]
     rows = _rows(self, _dims(self, dim))
     if rows.shape[1] == 0:
