@@ -394,9 +394,11 @@ def _tune_dask_worker() -> None:
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3   # glibc's <malloc.h>
 
 
-def _connect(scheduler):
+def connect_scheduler(scheduler):
     """(client, ours): a Dask client of ``scheduler``, an address (a client we open and close) or a
-    ``distributed.Client`` the caller holds."""
+    ``distributed.Client`` the caller holds. An address that does not answer, or a missing
+    ``distributed`` package, is a :class:`SchedulerError` with a one-line message (also used by
+    ``python -m sim report --scheduler``)."""
     if not isinstance(scheduler, str):
         return scheduler, False
     try:
@@ -436,7 +438,7 @@ class _Runner:
     def __init__(self, workers: int | None, scheduler, tasks: int):
         self.client, self.ours, self.scheduler = None, False, None
         if scheduler is not None:
-            self.client, self.ours = _connect(scheduler)
+            self.client, self.ours = connect_scheduler(scheduler)
             self.scheduler = getattr(self.client.scheduler, "address", None) or str(scheduler)
             self.workers = sum(self.client.nthreads().values())
         else:

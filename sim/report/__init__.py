@@ -61,6 +61,7 @@ from sim.report.suite import run_recipe, run_suite
 from sim.report.sweep import SweepCell, sweep_cells, sweep_document, sweep_steps
 from sim.report.table import format_table
 from sim.report.writing import suite_document, write_json, write_report
+from softfloat16.verify import SchedulerError
 
 __all__ = [
     "DEFAULT_STEPS", "FIGURE_CAPTIONS", "Collector", "Recipe", "SuiteProgress", "add_arguments", "format_table",
@@ -93,6 +94,9 @@ def add_arguments(parser: Any) -> None:
                         help="digits (default) or the small synthetic set (for tests)")
     parser.add_argument("--workers", type=positive_int, default=min(2, os.cpu_count() or 1), metavar="N",
                         help="worker processes (default 2; results do not depend on it)")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="run the training runs as tasks on the Dask cluster of this scheduler "
+                             "(tcp://host:8786; needs the dask extra) instead of local worker processes")
     parser.add_argument("--no-figures", dest="figures", action="store_false", help="skip the PNG figures")
     parser.add_argument("--no-finer", dest="finer", action="store_false",
                         help="skip the second story: FP8 / MX / NVFP4 scaling and accumulation "
@@ -141,14 +145,17 @@ def run(args: Any) -> int:
             sweep = sweep_recipes(sweep_cells(), args.steps, args.seed, args.data) if args.sweep else []
             finer = finer_recipes(steps=args.steps, seed=args.seed, data=args.data) if args.finer else []
             jobs = recipes + sweep + finer
+            scheduler = getattr(args, "scheduler", None)
+            where = (f"Dask scheduler {scheduler}" if scheduler is not None
+                     else f"{args.workers} worker{'s' if args.workers > 1 else ''}")
             print(f"running {len(recipes)} recipes x {args.steps} steps"
                   + (f", a sweep of {len(sweep)} runs x {sweep_steps(args.steps)} steps" if sweep else "")
                   + (f", {len(finer)} FP8/MX runs x {args.steps} steps" if finer else "")
-                  + f" on {args.data} ({args.workers} worker{'s' if args.workers > 1 else ''})", file=sys.stderr)
+                  + f" on {args.data} ({where})", file=sys.stderr)
             progress = SuiteProgress(jobs, sys.stderr)
             began = time.perf_counter()
             try:
-                results = run_suite(jobs, args.workers, progress)
+                results = run_suite(jobs, args.workers, progress, scheduler=scheduler)
             finally:
                 progress.close()
             first_story = len(recipes) + len(sweep)
@@ -159,7 +166,7 @@ def run(args: Any) -> int:
             except OSError as error:
                 raise UsageError(f"--out: cannot write {error.filename or args.out}: {error.strerror or error}; "
                                  "nothing was written") from None
-    except UsageError as error:
+    except (UsageError, SchedulerError) as error:
         return fail(str(error))
     except KeyboardInterrupt:
         print("interrupted; nothing written", file=sys.stderr)

@@ -96,13 +96,57 @@ def _run_in_worker(index: int, recipe: Recipe) -> dict[str, Any]:
     return run_recipe(recipe, report)
 
 
+def _run_on_dask_worker(recipe: Recipe) -> dict[str, Any]:
+    from softfloat16 import set_num_threads
+
+    set_num_threads(1)  # a Dask worker runs tasks on each of its threads: one core thread per run
+    return run_recipe(recipe)
+
+
+def _run_on_cluster(recipes: Sequence[Recipe], scheduler: Any, notify: Callable[[int, int], None]) -> list[dict]:
+    """The runs as tasks on a Dask cluster (``scheduler``: an address or a ``distributed.Client``),
+    the long ones first; each reports its steps when it finishes."""
+    from softfloat16.verify import SchedulerError, connect_scheduler
+
+    client, ours = connect_scheduler(scheduler)
+    from distributed import as_completed
+
+    try:
+        costs = [_estimated_cost(recipe) for recipe in recipes]
+        futures = [client.submit(_run_on_dask_worker, recipe, pure=False, priority=cost)
+                   for recipe, cost in zip(recipes, costs)]
+        index = {future.key: i for i, future in enumerate(futures)}
+        results: list[Any] = [None] * len(recipes)
+        finished = False
+        try:
+            for future in as_completed(futures, loop=client.loop):
+                i = index[future.key]
+                try:
+                    results[i] = future.result()
+                except ImportError as error:  # raised on a worker without the packages
+                    address = getattr(client.scheduler, "address", scheduler)
+                    raise SchedulerError(f"a Dask worker of {address} cannot run the training ({error}): install "
+                                         "softfloat16 (with its report extra) on every worker") from None
+                notify(i, recipes[i].config.steps)
+            finished = True
+        finally:
+            if not finished:  # interrupted, or a run failed: leave nothing running on the cluster
+                client.cancel(futures)
+        return results
+    finally:
+        if ours:
+            client.close()
+
+
 def run_suite(
-    recipes: Sequence[Recipe], workers: int = 1, on_progress: Callable[[int, int], None] | None = None
+    recipes: Sequence[Recipe], workers: int = 1, on_progress: Callable[[int, int], None] | None = None,
+    scheduler: Any = None,
 ) -> list[dict[str, Any]]:
-    """Run the recipes (in ``workers`` processes when > 1) and return their results in recipe
-    order. ``on_progress(recipe index, steps done)`` is called as steps finish, in this process
-    (workers send their steps back through a queue). Runs are independent and deterministic, so
-    the results do not depend on ``workers``.
+    """Run the recipes (in ``workers`` processes when > 1, or as tasks on the Dask cluster of
+    ``scheduler``) and return their results in recipe order. ``on_progress(recipe index, steps
+    done)`` is called as steps finish, in this process (workers send their steps back through a
+    queue; Dask runs report once, when they finish). Runs are independent and deterministic, so
+    the results do not depend on ``workers`` or on the cluster.
 
     >>> from sim.report.recipes import suite_recipes
     >>> seen = []
@@ -112,6 +156,8 @@ def run_suite(
     ('1', 2, [(0, 1), (0, 2)])
     """
     notify = on_progress or (lambda index, step: None)
+    if scheduler is not None:
+        return _run_on_cluster(recipes, scheduler, notify)
     if workers <= 1 or len(recipes) <= 1:
         return [run_recipe(recipe, lambda step, i=i: notify(i, step)) for i, recipe in enumerate(recipes)]
     context = multiprocessing.get_context("spawn")  # no fork of a process with Numba threads
