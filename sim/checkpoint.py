@@ -1,6 +1,8 @@
 """Checkpoints: named arrays plus JSON metadata in one .npz file, checksummed, written atomically.
 
-The file is an ordinary uncompressed .npz (``np.load`` opens it) with no pickled data:
+The container is the core's :mod:`softfloat16.npzfile` (sim builds on the core; the core's op
+traces of ``softfloat16.torch`` use the same files). The file is an ordinary uncompressed .npz
+(``np.load`` opens it) with no pickled data:
 
 - one ``<name>.npy`` entry per array;
 - ``__meta__.npy``: the metadata as UTF-8 JSON bytes in a uint8 array;
@@ -16,114 +18,20 @@ byte-identical files.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
-import tempfile
-import zipfile
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from numpy.lib import format as npy_format
+
+from softfloat16.npzfile import SCHEMA_VERSION, NpzFileError, load_npz, plain_json, save_npz
 
 __all__ = ["SCHEMA_VERSION", "CheckpointError", "load_checkpoint", "save_checkpoint"]
 
-SCHEMA_VERSION = 1
-_FORMAT_NAME = "softfloat16-sim-checkpoint"
-_HEADER, _META = "__checkpoint__", "__meta__"
-_ALLOWED_KINDS = "biufc"  # bool, signed, unsigned, float, complex: plain bytes, never pickled
-# What reading damaged bytes through zipfile and numpy's .npy parser raises (found by flipping
-# every byte of a small checkpoint); only the read calls themselves are guarded by it.
-_READ_ERRORS = (
-    OSError,
-    EOFError,
-    ValueError,
-    KeyError,
-    SyntaxError,
-    RuntimeError,  # zipfile, when a damaged flag claims the entry is encrypted
-    NotImplementedError,  # zipfile, for a damaged "version needed to extract" field
-    zipfile.BadZipFile,
-)
-
-
-# The first bytes of a zip archive (an .npz): a local file header, or the end record of an empty one.
-_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file is unreadable, corrupt, truncated, or of an unknown schema."""
-
-
-def _check_name(name: Any) -> str:
-    if not isinstance(name, str):
-        raise TypeError(f"array names must be strings, got {name!r}")
-    if not name or name.startswith("__") or any(c in name for c in "/\\\0"):
-        raise ValueError(
-            f"array name {name!r} is not allowed: it must be non-empty, must not start with '__' "
-            "(reserved) and must not contain '/', '\\' or NUL"
-        )
-    return name
-
-
-def _plain_json(value: Any, where: str) -> Any:
-    """``value`` with numpy scalars made Python numbers; TypeError for what JSON cannot hold.
-
-    Checked up front because ``json`` would silently turn non-string keys into strings.
-    """
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
-        return value.item()  # exact: FP32/FP16 values are exact Python floats
-    if isinstance(value, (list, tuple)):
-        return [_plain_json(item, f"{where}[{index}]") for index, item in enumerate(value)]
-    if isinstance(value, dict):
-        plain = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where} has a non-string key {key!r}; JSON keys are strings")
-            plain[key] = _plain_json(item, f"{where}[{key!r}]")
-        return plain
-    raise TypeError(f"{where} is {type(value).__name__}, which JSON cannot hold: {value!r}")
-
-
-def _digest(arrays: Mapping[str, np.ndarray], meta_json: bytes) -> str:
-    sha = hashlib.sha256()
-    for name in sorted(arrays):
-        array = arrays[name]
-        # Length-prefixed fields, so no two different contents give the same byte stream.
-        descriptor = json.dumps([name, array.dtype.str, list(array.shape)]).encode()
-        data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-        for field in (descriptor, data):
-            sha.update(len(field).to_bytes(8, "little"))
-            sha.update(field)
-    sha.update(meta_json)
-    return sha.hexdigest()
-
-
-def _json_array(document: Any) -> np.ndarray:
-    return np.frombuffer(json.dumps(document).encode("utf-8"), dtype=np.uint8)
-
-
-def _write_entry(archive: zipfile.ZipFile, name: str, array: np.ndarray) -> None:
-    info = zipfile.ZipInfo(f"{name}.npy")  # default timestamp 1980-01-01: reproducible bytes
-    info.compress_type = zipfile.ZIP_STORED
-    with archive.open(info, "w", force_zip64=True) as member:
-        npy_format.write_array(member, array, allow_pickle=False)
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make the rename itself durable (POSIX); where directories cannot be opened, skip."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+#: A checkpoint file is unreadable, corrupt, truncated, or of an unknown schema (a ValueError;
+#: the container's own error, so either name catches it).
+CheckpointError = NpzFileError
+_plain_json = plain_json  # numpy scalars made Python numbers; TypeError for what JSON cannot hold
 
 
 def save_checkpoint(
@@ -145,75 +53,7 @@ def save_checkpoint(
     >>> arrays["w"], meta
     (array([0, 1, 2], dtype=uint16), {'step': 10})
     """
-    path = os.fspath(path)
-    if not isinstance(arrays, Mapping):
-        raise TypeError(f"arrays must be a mapping of names to arrays, got {type(arrays).__name__}")
-    if not isinstance(meta, dict):
-        raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
-    for name, array in arrays.items():
-        _check_name(name)
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"arrays[{name!r}] must be a numpy array, got {type(array).__name__}")
-        if array.dtype.kind not in _ALLOWED_KINDS:
-            raise TypeError(
-                f"arrays[{name!r}] has dtype {array.dtype}; only bool, integer, float and "
-                "complex arrays are stored (anything else would need pickle)"
-            )
-    meta_json = json.dumps(_plain_json(meta, "meta")).encode("utf-8")
-    header = {
-        "format": _FORMAT_NAME,
-        "schema_version": SCHEMA_VERSION,
-        "arrays": sorted(arrays),
-        "sha256": _digest(arrays, meta_json),
-    }
-    directory = os.path.dirname(os.path.abspath(path))
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory
-    )
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-                for name in header["arrays"]:
-                    _write_entry(archive, name, arrays[name])
-                _write_entry(archive, _META, np.frombuffer(meta_json, dtype=np.uint8))
-                _write_entry(archive, _HEADER, _json_array(header))
-            file.flush()
-            os.fsync(file.fileno())  # the bytes are on disk before the name points at them
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    _fsync_directory(directory)
-
-
-def _read_json_entry(npz: Any, entry: str, path: str) -> tuple[Any, bytes]:
-    """The JSON document stored in ``entry``, and its raw bytes."""
-    try:
-        raw = npz[entry]
-        if raw.dtype != np.uint8 or raw.ndim != 1:
-            raise ValueError(f"expected a 1-D uint8 array, got {raw.dtype} {raw.shape}")
-        data = raw.tobytes()
-        return json.loads(data.decode("utf-8")), data
-    except _READ_ERRORS as error:  # json and UTF-8 errors are ValueErrors too
-        raise CheckpointError(f"{path}: entry {entry!r} is corrupt: {error}") from error
-
-
-def _check_header(header: Any, path: str) -> list[str]:
-    if not isinstance(header, dict) or header.get("format") != _FORMAT_NAME:
-        raise CheckpointError(f"{path}: not a {_FORMAT_NAME} file (its header is {header!r})")
-    version = header.get("schema_version")
-    if version != SCHEMA_VERSION or isinstance(version, bool):
-        raise CheckpointError(
-            f"{path}: checkpoint schema version {version!r}; this code reads version "
-            f"{SCHEMA_VERSION} only"
-        )
-    names, digest = header.get("arrays"), header.get("sha256")
-    if not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
-        raise CheckpointError(f"{path}: header's array list is malformed: {names!r}")
-    if not (isinstance(digest, str) and len(digest) == 64):
-        raise CheckpointError(f"{path}: header's sha256 is malformed: {digest!r}")
-    return names
+    save_npz(path, arrays, meta)
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -233,41 +73,4 @@ def load_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray]
     ...     print(str(error).split(": ")[1])
     not a readable .npz file (truncated or corrupt?)
     """
-    path = os.fspath(path)
-    with open(path, "rb") as file:  # FileNotFoundError passes through, as documented
-        magic = file.read(4)
-    if magic == b"\x93NUM":
-        raise CheckpointError(f"{path}: a single .npy array, not a checkpoint")
-    if magic not in _ZIP_MAGIC:  # np.load would try pickle, and say so in its error
-        raise CheckpointError(f"{path}: not an .npz archive (it starts with {magic!r})")
-    try:
-        npz = np.load(path, allow_pickle=False)
-    except _READ_ERRORS as error:
-        message = f"{path}: not a readable .npz file (truncated or corrupt?): {error}"
-        raise CheckpointError(message) from error
-    with npz:
-        entries = set(npz.files)
-        if _HEADER not in entries:
-            raise CheckpointError(
-                f"{path}: no {_HEADER!r} entry, so not a checkpoint written by save_checkpoint"
-            )
-        header, _ = _read_json_entry(npz, _HEADER, path)
-        names = _check_header(header, path)
-        expected = {*names, _HEADER, _META}
-        if entries != expected:
-            raise CheckpointError(
-                f"{path}: entries do not match the header: missing {sorted(expected - entries)}, "
-                f"unexpected {sorted(entries - expected)}"
-            )
-        arrays = {}
-        for name in names:
-            try:
-                arrays[name] = npz[name]
-            except _READ_ERRORS as error:
-                raise CheckpointError(f"{path}: array {name!r} is corrupt: {error}") from error
-        meta, meta_json = _read_json_entry(npz, _META, path)
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"{path}: metadata is not a JSON object")
-    if _digest(arrays, meta_json) != header["sha256"]:
-        raise CheckpointError(f"{path}: SHA-256 checksum mismatch: the file is corrupt")
-    return arrays, meta
+    return load_npz(path)

@@ -101,6 +101,11 @@ def _parse(argv: list[str]):
         from sim.cli import parse_arguments
 
         return parse_arguments(rest)
+    if module == "softfloat16.torch":
+        pytest.importorskip("torch")
+        from softfloat16.torch.__main__ import _parser
+
+        return _parser().parse_args(rest)
     if module in ("sim", "sim.crosscheck"):
         from sim.crosscheck.cli import _parser
 

@@ -1,8 +1,10 @@
 """The cross-check dump: one run's op records in one .npz file, no pickle, validated on load.
 
-The container is :mod:`sim.checkpoint`'s (an uncompressed .npz of plain arrays plus JSON
-metadata, SHA-256 checked, written atomically), so a truncated or damaged file is caught before
-its contents are read. Inside it:
+The container is :mod:`sim.checkpoint`'s, the core's :mod:`softfloat16.npzfile` (an
+uncompressed .npz of plain arrays plus JSON metadata, SHA-256 checked, written atomically), so a
+truncated or damaged file is caught before its contents are read. ``softfloat16.torch``'s op
+traces use the same container and op schema with their own ``kind``
+(``"softfloat16-torch-trace"``, :mod:`softfloat16.torch.record`). Inside it:
 
 - arrays ``v0``, ``v1``, ...: the bit arrays of every op input and output, each distinct array
   stored once (an op's input is usually an earlier op's output);

@@ -20,8 +20,9 @@ except ImportError:  # pragma: no cover - exercised by tests/test_torch_mode.py 
 
 from .machine import Machine
 from .mode import EmulationError, EmulationMode, NotEmulatedError, emulate
+from .recording import TraceError, load_trace, record
 from .registry import IMPLEMENTATIONS, NATIVE
 from .tensors import DTYPE_FORMATS
 
 __all__ = ["DTYPE_FORMATS", "EmulationError", "EmulationMode", "IMPLEMENTATIONS", "Machine", "NATIVE",
-           "NotEmulatedError", "emulate"]
+           "NotEmulatedError", "TraceError", "emulate", "load_trace", "record"]

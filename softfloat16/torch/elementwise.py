@@ -342,6 +342,27 @@ def masked_fill(machine, func, args, kwargs):
     return result
 
 
+@implements("scatter", "scatter_", inplace=False)
+def scatter(machine, func, args, kwargs):
+    """``self.scatter_(dim, index, src or value)`` without ``reduce``: a scalar value converted as
+    torch converts a scalar, a ``src`` of another dtype by the machine; the scatter itself is
+    native (it moves bits). ``reduce="add"``/``"multiply"`` compute, and are not emulated."""
+    self, dim, index = args[0], aten_arg(args, kwargs, 1, "dim"), aten_arg(args, kwargs, 2, "index")
+    source = aten_arg(args, kwargs, 3, "value" if func._overloadname.startswith("value") else "src")
+    if aten_arg(args, kwargs, 4, "reduce") is not None:
+        raise NotEmulated("scatter with reduce")
+    if not is_emulated(self.dtype):
+        return _native(func, args, kwargs)
+    integers = INTEGER_VIEWS[self.element_size()]
+    target = self if func.overloadpacket is aten.scatter_ else self.clone()
+    if isinstance(source, torch.Tensor):
+        source = (source if source.dtype == self.dtype else machine.convert(source, self.dtype)).view(integers)
+    else:
+        source = _fill_value(machine, self, source)
+    target.view(integers).scatter_(dim, index, source)
+    return target
+
+
 @implements("constant_pad_nd", inplace=False)
 def constant_pad_nd(machine, func, args, kwargs):
     """Padding with a value converted as a scalar (the padded copy itself is native)."""
@@ -379,16 +400,3 @@ def copy(machine, func, args, kwargs):
 @implements("copy_", inplace=False)
 def copy_(machine, func, args, kwargs):
     return copy(machine, func, args, kwargs)
-
-
-@implements("index_put", "index_put_", inplace=False)
-def index_put(machine, func, args, kwargs):
-    """``self[indices] = values``: values of another dtype converted by the machine; the
-    accumulating form (``accumulate=True``) adds, and is not emulated yet."""
-    self, indices, values = args[0], args[1], args[2]
-    if aten_arg(args, kwargs, 3, "accumulate", False):
-        raise NotEmulated("index_put with accumulate=True")
-    if values.dtype != self.dtype and is_emulated(self.dtype):
-        values = machine.convert(values, self.dtype)
-    return func(self, indices, values, *args[3:], **kwargs)
-

@@ -3,6 +3,7 @@
 (data movement), or reports it as not emulated."""
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 import torch
@@ -12,20 +13,28 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from softfloat16.formats import Format
 from softfloat16.linalg import TensorCore
 
-from . import elementwise, linear, losses, reductions, softmax  # noqa: F401  (register their ops)
+from . import (  # noqa: F401  (register their ops)
+    activations, amp, attention, conv, elementwise, foreach, linear, losses, normalization, pooling, reductions,
+    softmax)
 from .machine import Machine
-from .registry import IMPLEMENTATIONS, NATIVE, NotEmulated
+from . import registry
+from .registry import IMPLEMENTATIONS, NATIVE, EmulationError, NotEmulated, NotEmulatedError
 from .tensors import is_emulated
 
 __all__ = ["EmulationError", "EmulationMode", "NotEmulatedError", "emulate"]
 
 
-class EmulationError(RuntimeError):
-    """An op the mode cannot run as asked (a tensor on a device other than the CPU)."""
-
-
-class NotEmulatedError(EmulationError):
-    """``strict=True`` and an op with emulated-dtype tensors that the mode does not implement."""
+def _tensors(value):
+    """The tensors among an aten call's arguments (nested in tuples, lists and dicts: what aten
+    signatures hold; pytree's general walk costs more than a small op's arithmetic)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
 
 
 def _devices(tensors, kwargs) -> set[str]:
@@ -66,10 +75,37 @@ class EmulationMode(TorchDispatchMode):
         lines += [f"  {name}: {count}" for name, count in self.fallbacks.most_common()]
         return "\n".join(lines)
 
+    def _into_out(self, implementation, func, outs: tuple[str, ...], args, kwargs):
+        """An ``out=`` overload: the functional overload torch would pick for the same arguments,
+        computed by the mode, its results converted (by the machine) into the ``out`` tensors'
+        dtypes and copied into them (resized as torch resizes them)."""
+        targets = [kwargs[name] for name in outs]
+        rest = {k: v for k, v in kwargs.items() if k not in outs}
+        packet = func.overloadpacket
+        try:
+            overload = torch._C._jit_resolve_packet(f"aten::{packet.__name__}", *args, **rest)
+        except RuntimeError:
+            raise NotEmulated(f"no functional form of {func}") from None
+        functional = getattr(packet, overload, None)
+        if functional is None or _out_arguments(functional):
+            raise NotEmulated(f"no functional form of {func}")
+        result = implementation(self.machine, functional, args, rest)
+        results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != len(targets) or not all(isinstance(r, torch.Tensor) for r in results):
+            raise NotEmulated(f"{func}: {len(targets)} out= tensor(s) for {len(results)} result(s)")
+        for target, value in zip(targets, results):
+            if value.dtype != target.dtype:
+                if not is_emulated(target.dtype):
+                    raise NotEmulated(f"{func}: a result of {value.dtype} written into out= of {target.dtype}")
+                value = self.machine.convert(value, target.dtype)
+            if target.shape != value.shape:
+                target.resize_(value.shape)
+            target.copy_(value)
+        return targets[0] if len(targets) == 1 else tuple(targets)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        leaves = pytree.tree_leaves((args, kwargs))
-        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+        tensors = list(_tensors((args, kwargs)))
         devices = _devices(tensors, kwargs)
         if devices - {"cpu", "meta"}:
             other = sorted(devices - {"cpu", "meta"})[0]
@@ -83,6 +119,9 @@ class EmulationMode(TorchDispatchMode):
         reason = None
         if implementation is not None:
             try:
+                outs = _out_arguments(func)
+                if outs and any(kwargs.get(name) is not None for name in outs):
+                    return self._into_out(implementation, func, outs, args, kwargs)
                 return implementation(self.machine, func, args, kwargs)
             except NotEmulated as error:
                 reason = str(error)
@@ -101,6 +140,12 @@ class EmulationMode(TorchDispatchMode):
                 "mode.fallbacks")
         self.fallbacks[str(func)] += 1
         return result if not involved else func(*args, **kwargs)
+
+
+@functools.cache
+def _out_arguments(func) -> tuple[str, ...]:
+    """The names of an overload's ``out=`` arguments (``out``; ``values``, ``indices``...)."""
+    return tuple(argument.name for argument in func._schema.arguments if argument.is_out)
 
 
 def emulate(rounding: str = "rne", accumulate: Format | str = "fp32", order: str = "sequential",
@@ -127,3 +172,6 @@ def emulate(rounding: str = "rne", accumulate: Format | str = "fp32", order: str
     machine = Machine(rounding=rounding, accumulate=accumulate, order=order, nan=nan, ftz=ftz, seed=seed,
                       tensor_core=tensor_core)
     return EmulationMode(machine, strict=strict)
+
+
+registry._MODE = EmulationMode

@@ -16,11 +16,32 @@ import torch
 
 from .tensors import is_emulated
 
-__all__ = ["IMPLEMENTATIONS", "NATIVE", "NotEmulated", "aten_arg", "implements"]
+__all__ = ["IMPLEMENTATIONS", "NATIVE", "EmulationError", "NotEmulated", "NotEmulatedError", "aten_arg", "emulation",
+           "implements"]
 
 aten = torch.ops.aten
 Implementation = Callable[..., Any]
 IMPLEMENTATIONS: dict[Any, Implementation] = {}
+
+
+class EmulationError(RuntimeError):
+    """An op the mode cannot run as asked (a tensor on a device other than the CPU)."""
+
+
+class NotEmulatedError(EmulationError):
+    """``strict=True`` and an op with emulated-dtype tensors that the mode does not implement."""
+
+
+# Set by mode.py: the emulation mode class, for implementations that decompose an op into aten ops
+# and run them under the mode again (registry.py cannot import mode.py, which imports every op).
+_MODE: Any = None
+
+
+def emulation(machine):
+    """A strict emulation mode with ``machine``, for an implementation that computes its op as a
+    sequence of aten ops (``_transformer_encoder_layer_fwd``): entered inside ``__torch_dispatch__``,
+    it emulates those ops as the outer mode would."""
+    return _MODE(machine, strict=True)
 
 
 class NotEmulated(Exception):
@@ -87,6 +108,7 @@ empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones
 new_ones zero lift_fresh lift_fresh_copy _local_scalar_dense set resize resize_as
 rand randn randint randperm rand_like randn_like randint_like uniform normal bernoulli random exponential
 isnan isinf isfinite isneginf isposinf signbit sort argsort topk argmax argmin equal
+embedding select_backward slice_backward triu tril
 is_same_size _unsafe_view_copy view_copy expand_copy permute_copy t_copy transpose_copy squeeze_copy
 unsqueeze_copy select_copy slice_copy detach_copy alias_copy
 """.split()
