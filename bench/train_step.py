@@ -10,7 +10,8 @@
 - matmul: multiply-accumulates per second of ``softfloat16.linalg.matmul`` (FP16 inputs, exact
   products, sequential FP32 accumulation, FP16 output), on one thread, for the default MLP's
   forward shapes and a 256-cube, next to the element rate of the core's ``sf.fp32.add`` (1M
-  elements, one thread). Target: MAC rate >= 0.5x the add rate.
+  elements, one thread). Target: MAC rate >= 0.5x the add rate. Then every order (sequential,
+  pairwise, tensorcore) x input format (fp16, bf16, fp32, e4m3 x e5m2), FP32 results: >= 250 M MAC/s.
 - ``--full-run``: also time the default ``python -m sim train`` run (fp16, dynamic) end to end
   in a fresh process, compile or cache load included.
 """
@@ -95,6 +96,17 @@ def bench_matmul(repeat: int) -> None:
         rate = m * k * n_out / seconds
         print(f"fused matmul fp16 ({m}x{k}) @ ({k}x{n_out}), FP32 accumulation: "
               f"{rate / 1e6:8.1f} M MAC/s = {rate / add_rate:4.2f}x the add rate (target >= 0.5x)")
+    # Every order and input format (issue #15: >= 250 M MAC/s each), FP32 results.
+    for order in ("sequential", "pairwise", "tensorcore"):
+        for fmt, b_fmt in ((sf.fp16, sf.fp16), (sf.bf16, sf.bf16), (sf.fp32, sf.fp32),
+                           (sf.fp8_e4m3fn, sf.fp8_e5m2)):
+            for m, k, n_out in ((32, 64, 128), (256, 256, 256)):
+                a = fmt.from_float(rng.standard_normal((m, k)))
+                b = b_fmt.from_float(rng.standard_normal((k, n_out)))
+                seconds = best_seconds(lambda a=a, b=b, fmt=fmt, b_fmt=b_fmt, order=order: linalg.matmul(
+                    a, b, fmt, out_format=sf.fp32, order=order, b_format=b_fmt), repeat)
+                print(f"matmul {order:10s} {fmt.name:>10s} x {b_fmt.name:<10s} ({m}x{k}) @ ({k}x{n_out}): "
+                      f"{m * k * n_out / seconds / 1e6:8.1f} M MAC/s (target >= 250)")
 
 
 def bench_full_run() -> None:

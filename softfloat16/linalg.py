@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._kernels import matmul as kernels
+from ._kernels import matmul_lanes
 from ._kernels.loops import FAST_MAX_FRACTION_BITS
 from .formats import Format, bf16, fp16, fp32
 from .formats import format as parse_format
@@ -94,9 +95,23 @@ def _lanes_kernel(*constants):
     return kernels.make_sequential_lanes(*constants)
 
 
-def _lanes_wasted(columns: int) -> int:
-    """Padding lanes of the SIMD-lane kernel for a result this many columns wide."""
-    return -columns % kernels.LANES
+@functools.cache
+def _float64_lanes_kernel(order, *constants):
+    return {"sequential": matmul_lanes.make_sequential_lanes, "pairwise": matmul_lanes.make_pairwise_lanes,
+            "tensorcore": matmul_lanes.make_tensorcore_lanes}[order](*constants)
+
+
+def _lanes_wasted(columns: int, lanes: int = kernels.LANES) -> int:
+    """Padding lanes of a SIMD-lane kernel (``lanes`` wide) for a result this many columns wide."""
+    return -columns % lanes
+
+
+def _float64_lanes(fmt: Format, b_format: Format, accumulate: Format, order: str, core: TensorCore | None) -> bool:
+    """Whether the float64-lane kernels (softfloat16._kernels.matmul_lanes) take this product:
+    every value and exact product is then a float64, and (tensor cores) a block's sum is exact."""
+    if max(fmt.exponent_bits, b_format.exponent_bits, accumulate.exponent_bits) > 8:
+        return False
+    return core is None or matmul_lanes.tensorcore_lanes_exact(core.products_per_block, core.fraction_bits)
 
 
 def _exact_in(fmt: Format, accumulate: Format) -> bool:
@@ -213,11 +228,16 @@ def matmul(
     use_parallel = m > 1 and m * k * n >= PARALLEL_MIN_MACS and numba_threads() > 1
     formats = (accumulate.exponent_bits, accumulate.fraction_bits, out_format.exponent_bits,
                out_format.fraction_bits, mode)
-    if order == "sequential" and b_format is fmt and _exact_in(fmt, accumulate):
-        if _lanes_wasted(m) < _lanes_wasted(n):
-            # Few columns, more rows: C.T = B.T @ A.T has the same sums in the same order.
-            return matmul(b_bits.T, a_bits.T, fmt, accumulate, out_format, order, rounding).T.copy()
-        # Products exact in the accumulation format: the SIMD-lane kernel.
+    core = _tensor_core(tensor_core) if order == "tensorcore" else None
+    uint32_lanes = order == "sequential" and b_format is fmt and _exact_in(fmt, accumulate)
+    float64_lanes = not uint32_lanes and _float64_lanes(fmt, b_format, accumulate, order, core)
+    lanes = kernels.LANES if uint32_lanes else matmul_lanes.LANES
+    if (uint32_lanes or float64_lanes) and _lanes_wasted(m, lanes) < _lanes_wasted(n, lanes):
+        # Few columns, more rows: C.T = B.T @ A.T has the same sums in the same order.
+        return matmul(b_bits.T, a_bits.T, b_format, accumulate, out_format, order, rounding, tensor_core,
+                      b_format=fmt).T.copy()
+    if uint32_lanes:
+        # Products exact in the accumulation format: the SIMD-lane kernel in uint32.
         kernel = _lanes_kernel(ebits, fbits, fmt.encoding_code, *formats, use_parallel)
         kernel(np.ascontiguousarray(a_bits, dtype=np.uint32), np.ascontiguousarray(b_bits, dtype=np.uint32), out)
         return out.astype(out_format.dtype, copy=False)
@@ -226,9 +246,18 @@ def matmul(
                                        fmt.encoding_code)
     unpacked_bt = kernels.unpack_matrix(np.ascontiguousarray(b_bits.T, dtype=np.uint32), b_format.exponent_bits,
                                         b_format.fraction_bits, b_format.encoding_code)
+    if float64_lanes:
+        acc = (accumulate.exponent_bits, accumulate.fraction_bits)
+        outs = (out_format.exponent_bits, out_format.fraction_bits)
+        if core is not None:
+            kernel = _float64_lanes_kernel(order, *acc, use_parallel)
+            kernel(unpacked_a, unpacked_bt, out, int(core.products_per_block), int(core.fraction_bits), *outs, mode)
+        else:
+            compiled_mode = mode if mode == Rounding.RNE else matmul_lanes.ANY_ROUNDING
+            _float64_lanes_kernel(order, *acc, compiled_mode, use_parallel)(unpacked_a, unpacked_bt, out, *outs, mode)
+        return out.astype(out_format.dtype, copy=False)
     params = formats
-    if order == "tensorcore":
-        core = _tensor_core(tensor_core)
+    if core is not None:
         params = (int(core.products_per_block), int(core.fraction_bits)) + formats
     kernels.MATMUL[order][use_parallel](unpacked_a, unpacked_bt, out, *params)
     return out.astype(out_format.dtype, copy=False)

@@ -5,10 +5,13 @@
 accumulation format, in a defined order; the finished sum is rounded once more, to the output
 format. The scalar kernels take ``A`` as ``(m, k)`` and ``B`` transposed, ``(n, k)``, both
 already unpacked (see :func:`unpack_matrix`), so the inner loop reads two contiguous rows and does
-no unpacking of operands. For FP16/BF16 inputs into FP32, the sequential order also runs in SIMD
-lanes (:func:`make_sequential_lanes`, same bits). Rows of ``C`` are independent, so they run in
-parallel; each element is computed by one thread in the same order whatever the thread count, so
-the result never depends on it.
+no unpacking of operands. These scalar kernels define the orders; linalg.matmul runs them in SIMD
+lanes where it can, with the same bits: the sequential order for FP16/BF16 inputs into FP32 in
+uint32 lanes (:func:`make_sequential_lanes`), every order for inputs and accumulators of at most 8
+exponent bits in float64 lanes (``matmul_lanes``), a lane falling back to the cell functions here
+(:func:`sequential_cell`, :func:`pairwise_cell`) when it meets what the lanes decline. Rows of
+``C`` are independent, so they run in parallel; each element is computed by one thread in the same
+order whatever the thread count, so the result never depends on it.
 
 A value in flight is ``(cls, sign, exp, sig)`` as :func:`core.unpack` returns it. A sum of no
 terms is +0. NaN results (a NaN operand, inf * 0, inf - inf) are the output format's default NaN
@@ -77,40 +80,96 @@ def add_round(cls_x, sign_x, exp_x, sig_x, cls_y, sign_y, exp_y, sig_y, ebits, f
     return unpack(bits, ebits, fbits, IEEE, False)
 
 
-@njit(cache=True, error_model="numpy")
-def sequential_row(a, bt, out, i, params):
-    """Row i of the sequential kernel: out[i, j] = ((0 + p_0) + p_1) + ... + p_{k-1}."""
+@njit(cache=True, inline="always")
+def sequential_cell(a, bt, i, j, params):
+    """C[i, j] of the sequential order: ((0 + p_0) + p_1) + ... + p_{k-1}, then the output rounding."""
     acc_ebits, acc_fbits, out_ebits, out_fbits, rounding = params
     cls_a, sign_a, exp_a, sig_a = a
     cls_b, sign_b, exp_b, sig_b = bt
-    k = cls_a.shape[1]
-    for j in range(cls_b.shape[0]):
+    cls, sign, exp, sig = ZERO, 0, 0, 0
+    for t in range(cls_a.shape[1]):
+        class_a, class_b = cls_a[i, t], cls_b[j, t]
+        if class_a <= FINITE and class_b <= FINITE and class_a * class_b == ZERO:
+            if cls != ZERO:
+                continue  # acc + (+-0) == acc: ReLU zeros cost nothing
+        elif class_a == FINITE and class_b == FINITE and cls == FINITE:
+            # The common case, kept short: exact product, one add, one rounding.
+            s, e, g = add_finite(
+                sign, exp, sig, int(sign_a[i, t] ^ sign_b[j, t]), int(exp_a[i, t]) + int(exp_b[j, t]),
+                int(sig_a[i, t]) * int(sig_b[j, t]), rounding,
+            )
+            if g == 0:
+                cls, sign, exp, sig = ZERO, s, 0, 0
+            else:
+                bits, _ = round_pack(s, e, g, acc_ebits, acc_fbits, IEEE, rounding, False, False, False, 0, 32)
+                cls, sign, exp, sig = unpack(bits, acc_ebits, acc_fbits, IEEE, False)
+            continue
+        pc, ps, pe, pg = product(
+            cls_a[i, t], sign_a[i, t], exp_a[i, t], sig_a[i, t],
+            cls_b[j, t], sign_b[j, t], exp_b[j, t], sig_b[j, t],
+        )
+        cls, sign, exp, sig = add_round(
+            cls, sign, exp, sig, pc, ps, pe, pg, acc_ebits, acc_fbits, rounding
+        )
+    return pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
+
+
+@njit(cache=True, error_model="numpy")
+def sequential_row(a, bt, out, i, params):
+    """Row i of the sequential kernel: out[i, j] = ((0 + p_0) + p_1) + ... + p_{k-1}."""
+    for j in range(bt[0].shape[0]):
+        out[i, j] = sequential_cell(a, bt, i, j, params)
+
+
+@njit(cache=True, error_model="numpy")
+def pairwise_stacks():
+    """Scratch for pairwise_cell: the partial sums' (cls, sign, exp, sig) and sizes."""
+    return (np.empty(_MAX_DEPTH, np.int64), np.empty(_MAX_DEPTH, np.int64), np.empty(_MAX_DEPTH, np.int64),
+            np.empty(_MAX_DEPTH, np.int64), np.empty(_MAX_DEPTH, np.int64))
+
+
+@njit(cache=True, inline="always")
+def pairwise_cell(a, bt, i, j, params, stacks):
+    """C[i, j] of the pairwise order (see pairwise_row), then the output rounding; ``stacks`` is
+    pairwise_stacks()'s scratch."""
+    acc_ebits, acc_fbits, out_ebits, out_fbits, rounding = params
+    cls_a, sign_a, exp_a, sig_a = a
+    cls_b, sign_b, exp_b, sig_b = bt
+    stack_cls, stack_sign, stack_exp, stack_sig, stack_size = stacks
+    depth = 0
+    for t in range(cls_a.shape[1]):
+        pc, ps, pe, pg = product(
+            cls_a[i, t], sign_a[i, t], exp_a[i, t], sig_a[i, t],
+            cls_b[j, t], sign_b[j, t], exp_b[j, t], sig_b[j, t],
+        )
+        size = 1
+        while depth > 0 and stack_size[depth - 1] == size:
+            depth -= 1
+            pc, ps, pe, pg = add_round(
+                stack_cls[depth], stack_sign[depth], stack_exp[depth], stack_sig[depth],
+                pc, ps, pe, pg, acc_ebits, acc_fbits, rounding,
+            )
+            size *= 2
+        stack_cls[depth], stack_sign[depth] = pc, ps
+        stack_exp[depth], stack_sig[depth], stack_size[depth] = pe, pg, size
+        depth += 1
+    if depth == 0:
         cls, sign, exp, sig = ZERO, 0, 0, 0
-        for t in range(k):
-            class_a, class_b = cls_a[i, t], cls_b[j, t]
-            if class_a <= FINITE and class_b <= FINITE and class_a * class_b == ZERO:
-                if cls != ZERO:
-                    continue  # acc + (+-0) == acc: ReLU zeros cost nothing
-            elif class_a == FINITE and class_b == FINITE and cls == FINITE:
-                # The common case, kept short: exact product, one add, one rounding.
-                s, e, g = add_finite(
-                    sign, exp, sig, int(sign_a[i, t] ^ sign_b[j, t]), int(exp_a[i, t]) + int(exp_b[j, t]),
-                    int(sig_a[i, t]) * int(sig_b[j, t]), rounding,
-                )
-                if g == 0:
-                    cls, sign, exp, sig = ZERO, s, 0, 0
-                else:
-                    bits, _ = round_pack(s, e, g, acc_ebits, acc_fbits, IEEE, rounding, False, False, False, 0, 32)
-                    cls, sign, exp, sig = unpack(bits, acc_ebits, acc_fbits, IEEE, False)
-                continue
-            pc, ps, pe, pg = product(
-                cls_a[i, t], sign_a[i, t], exp_a[i, t], sig_a[i, t],
-                cls_b[j, t], sign_b[j, t], exp_b[j, t], sig_b[j, t],
-            )
+    else:
+        depth -= 1
+        cls, sign = stack_cls[depth], stack_sign[depth]
+        exp, sig = stack_exp[depth], stack_sig[depth]
+        if depth == 0 and stack_size[0] == 1:  # k == 1: round the lone product
             cls, sign, exp, sig = add_round(
-                cls, sign, exp, sig, pc, ps, pe, pg, acc_ebits, acc_fbits, rounding
+                ZERO, 0, 0, 0, cls, sign, exp, sig, acc_ebits, acc_fbits, rounding
             )
-        out[i, j] = pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
+        while depth > 0:
+            depth -= 1
+            cls, sign, exp, sig = add_round(
+                stack_cls[depth], stack_sign[depth], stack_exp[depth], stack_sig[depth],
+                cls, sign, exp, sig, acc_ebits, acc_fbits, rounding,
+            )
+    return pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
 
 
 @njit(cache=True, error_model="numpy")
@@ -125,50 +184,9 @@ def pairwise_row(a, bt, out, i, params):
     ``((p0 + p1) + (p2 + p3)) + ...``. Every + takes exact operands (products are not rounded
     before their first addition); k == 1 gives the rounded product, k == 0 gives +0.
     """
-    acc_ebits, acc_fbits, out_ebits, out_fbits, rounding = params
-    cls_a, sign_a, exp_a, sig_a = a
-    cls_b, sign_b, exp_b, sig_b = bt
-    k = cls_a.shape[1]
-    stack_cls = np.empty(_MAX_DEPTH, np.int64)
-    stack_sign = np.empty(_MAX_DEPTH, np.int64)
-    stack_exp = np.empty(_MAX_DEPTH, np.int64)
-    stack_sig = np.empty(_MAX_DEPTH, np.int64)
-    stack_size = np.empty(_MAX_DEPTH, np.int64)
-    for j in range(cls_b.shape[0]):
-        depth = 0
-        for t in range(k):
-            pc, ps, pe, pg = product(
-                cls_a[i, t], sign_a[i, t], exp_a[i, t], sig_a[i, t],
-                cls_b[j, t], sign_b[j, t], exp_b[j, t], sig_b[j, t],
-            )
-            size = 1
-            while depth > 0 and stack_size[depth - 1] == size:
-                depth -= 1
-                pc, ps, pe, pg = add_round(
-                    stack_cls[depth], stack_sign[depth], stack_exp[depth], stack_sig[depth],
-                    pc, ps, pe, pg, acc_ebits, acc_fbits, rounding,
-                )
-                size *= 2
-            stack_cls[depth], stack_sign[depth] = pc, ps
-            stack_exp[depth], stack_sig[depth], stack_size[depth] = pe, pg, size
-            depth += 1
-        if depth == 0:
-            cls, sign, exp, sig = ZERO, 0, 0, 0
-        else:
-            depth -= 1
-            cls, sign = stack_cls[depth], stack_sign[depth]
-            exp, sig = stack_exp[depth], stack_sig[depth]
-            if depth == 0 and stack_size[0] == 1:  # k == 1: round the lone product
-                cls, sign, exp, sig = add_round(
-                    ZERO, 0, 0, 0, cls, sign, exp, sig, acc_ebits, acc_fbits, rounding
-                )
-            while depth > 0:
-                depth -= 1
-                cls, sign, exp, sig = add_round(
-                    stack_cls[depth], stack_sign[depth], stack_exp[depth], stack_sig[depth],
-                    cls, sign, exp, sig, acc_ebits, acc_fbits, rounding,
-                )
-        out[i, j] = pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
+    stacks = pairwise_stacks()
+    for j in range(bt[0].shape[0]):
+        out[i, j] = pairwise_cell(a, bt, i, j, params, stacks)
 
 
 # Each policy comes as a serial kernel and a row-parallel one, from make_matmul. Every output

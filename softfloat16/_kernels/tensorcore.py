@@ -92,18 +92,25 @@ def block_fma(c_cls, c_sign, c_exp, c_sig, a, bt, i, j, start, stop, frac_bits, 
     return unpack(bits, acc_ebits, acc_fbits, IEEE, False)
 
 
+@njit(cache=True, inline="always")
+def tensorcore_cell(a, bt, i, j, params):
+    """C[i, j]: the blocks of products folded into an accumulator, then one rounding (see
+    tensorcore_row for ``params``)."""
+    block, frac_bits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding = params
+    k = a[0].shape[1]
+    cls, sign, exp, sig = ZERO, 0, 0, 0
+    for start in range(0, k, block):
+        cls, sign, exp, sig = block_fma(
+            cls, sign, exp, sig, a, bt, i, j, start, min(start + block, k), frac_bits, acc_ebits, acc_fbits
+        )
+    return pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
+
+
 @njit(cache=True, error_model="numpy")
 def tensorcore_row(a, bt, out, i, params):
     """Row i: out[i, j] = the blocks of products folded into an accumulator, then one rounding.
 
     The kernel is ``matmul.MATMUL["tensorcore"]``; ``params`` are (block size, fraction bits the
     adder keeps, accumulation and output formats' widths, rounding-mode code)."""
-    block, frac_bits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding = params
-    k = a[0].shape[1]
     for j in range(bt[0].shape[0]):
-        cls, sign, exp, sig = ZERO, 0, 0, 0
-        for start in range(0, k, block):
-            cls, sign, exp, sig = block_fma(
-                cls, sign, exp, sig, a, bt, i, j, start, min(start + block, k), frac_bits, acc_ebits, acc_fbits
-            )
-        out[i, j] = pack_result(cls, sign, exp, sig, out_ebits, out_fbits, rounding)
+        out[i, j] = tensorcore_cell(a, bt, i, j, params)
