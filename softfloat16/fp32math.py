@@ -57,6 +57,11 @@ the tests enforce a bound of 1 ulp and monotonicity over dense sweeps.
 ``pow(x, y)``: ``exp(y * log|x|)`` with the logarithm and the product carried in two FP32 words,
 and C99's special cases (:func:`pow` has the details).
 
+``log1p(x) = log(1 + x)``: the Taylor series below ``|x| = 2**-9``; above, ``1 + x = u + c`` exactly
+(TwoSum), ``log(u)`` in two FP32 words (pow's logarithm) and ``+ c / u``, one final rounding
+(:func:`log1p_steps`). Measured over every 97th FP32 pattern (33 million finite results): 0.5008
+ulp at most, correctly rounded in 99.9996% (tests/test_torch_extras.py checks a sample).
+
 Measured error against float64 (numpy, scipy), largest over every 97th FP32 bit pattern (44
 million inputs; pow: 2.4 million pairs in six families, subnormal results and ``|y * log x|`` up
 to 104 included): expm1 0.964 ulp, tanh 0.838, erf 0.709, pow 0.93; the correctly rounded result
@@ -85,8 +90,8 @@ import softfloat16 as sf
 __all__ = [
     "EMULATED", "EXP_HIGH", "EXP_LOW", "EXP_TAYLOR", "HALF", "INV_LN2", "LN2_HI", "LN2_LO", "LOG_SERIES", "NAN",
     "NEG_INF", "ONE", "POS_INF", "ROUNDER", "SQRT2_BITS", "TWO", "TWO_POW_24", "EmulatedFp32", "Fp32Arithmetic",
-    "erf", "erf_steps", "exp", "exp_steps", "expm1", "expm1_steps", "log", "log_steps", "pow", "pow_steps", "tanh",
-    "tanh_steps",
+    "erf", "erf_steps", "exp", "exp_steps", "expm1", "expm1_steps", "log", "log1p", "log1p_steps", "log_steps", "pow",
+    "pow_steps", "tanh", "tanh_steps",
 ]
 
 _F32 = sf.fp32
@@ -566,3 +571,55 @@ def pow(x, y) -> np.ndarray:
     """
     x, y = np.broadcast_arrays(sf.as_bits(x, _F32, "x"), sf.as_bits(y, _F32, "y"))
     return np.asarray(pow_steps(x, y, EMULATED)).astype(np.uint32)
+
+
+# -- log1p -------------------------------------------------------------------------------------------
+LOG1P_TINY = 0x33000000  # 2**-25: below it log1p(x) rounds to x
+LOG1P_SERIES_BELOW = 0x3B000000  # 2**-9: the Taylor series below, the logarithm of 1 + x above
+LOG1P_TAYLOR = tuple(_const((-1) ** (n + 1) / n) for n in (5, 4, 3, 2))  # 1/5, -1/4, 1/3, -1/2
+MINUS_ONE_BITS = 0xBF800000
+
+
+def log1p_steps(x: Any, ops: Fp32Arithmetic) -> Any:
+    """log(1 + x) for FP32 values of ``ops``' side (accurate near 0, where ``log(1 + x)`` loses x's bits).
+
+    ``|x| < 2**-9``: ``x + x*x * P(x)``, ``P`` the Taylor series of ``(log1p(x) - x) / x**2`` through
+    ``x**3`` (truncation < 2**-38 relative), one final fma. Above: ``u = 1 + x`` and its rounding error
+    ``c`` by TwoSum (``1 + x == u + c`` exactly), ``log(u)`` in two FP32 words (pow's logarithm,
+    ~2**-40 relative), and ``log1p(x) = hi + (lo + c / u)`` with one final rounding (``c / u`` is
+    ``log(u + c) - log(u)`` to first order; the next term is below 2**-40 of the result here).
+    ``|x| < 2**-25`` returns ``x`` (so ``log1p(-0) = -0``); ``log1p(-1) = -inf``, ``x < -1`` NaN,
+    ``log1p(+inf) = +inf``, NaN gives the default NaN.
+
+    >>> sf.hex(log1p_steps(sf.fp32.from_float(1e-3), EMULATED))  # 9.995003331e-4
+    '0x3a8301ab'
+    """
+    bits = ops.bits(x)
+    magnitude = bits & FP32.magnitude_mask
+    one = ops.const(ONE)
+    minus_one = bits == MINUS_ONE_BITS
+    special_nan = ops.isnan(x) | ops.lt(x, ops.neg(one))
+    infinite = bits == int(POS_INF)
+    series_range = magnitude < LOG1P_SERIES_BELOW
+    small = ops.where(series_range, x, ops.const(ZERO))
+    series = ops.fma(ops.mul(small, small), _horner(LOG1P_TAYLOR, small, ops), small)
+    # Finite stand-ins for the special inputs keep the arithmetic below finite; replaced at the end.
+    x_in = ops.where(special_nan | minus_one | infinite | series_range, one, x)
+    u, c = _two_sum(one, x_in, ops)  # u >= 2**-24: a float x > -1 is a multiple of 2**-24 near -1
+    hi, lo = _log_two_word(ops.bits(u), ops)
+    result = ops.add(hi, ops.add(lo, ops.div(c, u)))
+    result = ops.where(series_range, series, result)
+    result = ops.where(magnitude < LOG1P_TINY, x, result)
+    result = ops.where(minus_one, ops.const(NEG_INF), ops.where(infinite, ops.const(POS_INF), result))
+    return ops.where(special_nan, ops.const(NAN), result)
+
+
+def log1p(x) -> np.ndarray:
+    """log(1 + x) for FP32 bit patterns, bit-identical everywhere (algorithm: :func:`log1p_steps`).
+
+    >>> import numpy as np, softfloat16 as sf
+    >>> sf.fp32.to_float(log1p(sf.fp32.from_float(np.array([0.0, 1e-10, 1.0, -1.0, np.inf])))).tolist()
+    [0.0, 1.000000013351432e-10, 0.6931471824645996, -inf, inf]
+    """
+    x = sf.as_bits(x, _F32, "x")
+    return np.asarray(log1p_steps(x, EMULATED)).astype(np.uint32)

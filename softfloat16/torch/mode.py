@@ -14,8 +14,8 @@ from softfloat16.formats import Format
 from softfloat16.linalg import TensorCore
 
 from . import (  # noqa: F401  (register their ops)
-    activations, amp, attention, conv, elementwise, foreach, linear, losses, normalization, pooling, reductions,
-    softmax)
+    activations, amp, attention, conv, elementwise, extras, foreach, linear, losses, normalization, pooling,
+    reductions, softmax)
 from .machine import Machine
 from . import registry
 from .registry import IMPLEMENTATIONS, NATIVE, EmulationError, NotEmulated, NotEmulatedError
