@@ -88,7 +88,7 @@ def test_a_failed_report_write_leaves_nothing_behind(monkeypatch, tmp_path):
 
 
 def test_the_report_command_turns_a_write_failure_into_one_line(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(report, "run_suite", lambda recipes, workers, progress: [])
+    monkeypatch.setattr(report, "run_suite", lambda recipes, workers, progress, scheduler=None: [])
     monkeypatch.setattr(report, "suite_document", lambda recipes, results, finer=None: {"recipes": {}})
 
     def failing(out, document, figures=True):
