@@ -24,7 +24,9 @@ MODES = ("rne", "rna", "rtz", "rup", "rdn", "rod", "sr")  # sr: with the same ra
 N_SAMPLED = 120_000  # pairs per format, operation and mode
 
 
-@njit(cache=True, error_model="numpy")
+# Not cached: Numba checks a cached function against its own file only, so a cache would keep
+# running an old arith.py kernel inlined here after arith.py changes.
+@njit(error_model="numpy")
 def general_loop(which, a, b, options, out, flags, random):
     """The general kernel alone over flat arrays: the loop without the fast path. ``random``: one
     word per element under stochastic rounding (else unused)."""
