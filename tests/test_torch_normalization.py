@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 import softfloat16 as sf  # noqa: E402
 import softfloat16.torch as sft  # noqa: E402
 from softfloat16.torch import normalization  # noqa: E402
+from softfloat16.torch.tensors import bits  # noqa: E402
 
 HALVES = [torch.float16, torch.bfloat16]
 DTYPES = HALVES + [torch.float32]
@@ -23,15 +24,10 @@ f32 = np.float32
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
-def patterns(t: torch.Tensor) -> np.ndarray:
-    view = {2: torch.int16, 4: torch.int32}[t.element_size()]
-    return t.detach().contiguous().view(view).numpy().view({2: np.uint16, 4: np.uint32}[t.element_size()])
-
-
 def mismatches(got: torch.Tensor, want: torch.Tensor) -> int:
     """Elements whose bits differ (any NaN matches any NaN: torch canonicalises BF16 NaNs)."""
     assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
-    g, w = patterns(got).ravel(), patterns(want).ravel()
+    g, w = bits(got).ravel(), bits(want).ravel()
     fmt = FORMATS[got.dtype]
     both_nan = fmt.is_nan(g) & fmt.is_nan(w)
     return int(((g != w) & ~both_nan).sum())
@@ -364,7 +360,7 @@ def test_embedding_backward_accumulates_in_fp32_in_index_order(dtype):
     # Native torch CPU rounds into the dtype after every addition: it differs only in rows hit
     # more than twice (1 and 3 here; a second addition onto +0 is the same single rounding).
     native = aten.embedding_dense_backward(grad, indices, 10, -1, False)
-    differ = (patterns(direct) != patterns(native)).any(axis=1)
+    differ = (bits(direct) != bits(native)).any(axis=1)
     assert not differ[[0, 7, 9, 2]].any()
     if dtype == torch.float32:
         assert not differ.any()

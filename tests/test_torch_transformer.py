@@ -15,35 +15,16 @@ import softfloat16 as sf  # noqa: E402
 import softfloat16.torch as sft  # noqa: E402
 from softfloat16 import fp32math  # noqa: E402
 from softfloat16.torch.registry import IMPLEMENTATIONS  # noqa: E402
+from test_torch_normalization import mismatches, relative_error  # noqa: E402
 
 HALVES = [torch.float16, torch.bfloat16]
-FORMATS = {torch.float16: sf.fp16, torch.bfloat16: sf.bf16, torch.float32: sf.fp32}
 aten = torch.ops.aten
 f32 = np.float32
-
-
-def patterns(t: torch.Tensor) -> np.ndarray:
-    view = {2: torch.int16, 4: torch.int32}[t.element_size()]
-    return t.detach().contiguous().view(view).numpy().view({2: np.uint16, 4: np.uint32}[t.element_size()])
-
-
-def mismatches(got: torch.Tensor, want: torch.Tensor) -> int:
-    """Elements whose bits differ (any NaN matches any NaN)."""
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
-    g, w = patterns(got).ravel(), patterns(want).ravel()
-    fmt = FORMATS[got.dtype]
-    return int(((g != w) & ~(fmt.is_nan(g) & fmt.is_nan(w))).sum())
 
 
 def assert_same(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     count = mismatches(got, want)
     assert count == 0, f"{what}: {count} of {got.numel()} elements differ"
-
-
-def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    """max |got - want| / max |want|, in float64."""
-    got, want = got.detach().double(), want.detach().double()
-    return ((got - want).abs().max() / want.abs().max()).item()
 
 
 def gaussian(*shape, dtype, seed, scale=1.0) -> torch.Tensor:
