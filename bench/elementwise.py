@@ -25,8 +25,14 @@ import softfloat16 as sf  # noqa: E402
 from machine import describe_machine  # noqa: E402  (bench/machine.py, beside this script)
 
 OPS = ("add", "mul", "div", "sqrt", "fma")
-TARGETS = {("fp16", "add"): 0.5, ("fp16", "mul"): 0.5, ("fp16", "div"): 1.0, ("fp16", "sqrt"): 1.0,
-           ("fp32", "add"): 5.0, ("fp32", "mul"): 5.0}
+# (format, op) -> (what the time is divided by, the largest ratio that meets the target): a peer
+# of the same run, or "add", the same format's add. Issues #2 (fp16 div, sqrt) and #15 (the rest).
+TARGETS = {("fp16", "add"): ("numpy float16", 0.3), ("fp16", "mul"): ("numpy float16", 0.3),
+           ("fp16", "div"): ("numpy float16", 1.0), ("fp16", "sqrt"): ("numpy float16", 1.0),
+           ("bf16", "add"): ("ml_dtypes bfloat16", 1.0), ("bf16", "mul"): ("ml_dtypes bfloat16", 1.0),
+           ("fp32", "add"): ("numpy float32", 4.0), ("fp32", "mul"): ("numpy float32", 4.0),
+           ("fp32", "div"): ("numpy float32", 5.0), ("fp32", "sqrt"): ("numpy float32", 6.0)}
+TARGETS |= {(fmt_name, "fma"): ("add", 2.0) for fmt_name in ("fp16", "bf16", "fp32")}
 
 
 def best_ns(fns, n, repeat):
@@ -53,6 +59,21 @@ def our_functions(fmt, a, b, c):
     absa = a & np.array(fmt.sign_mask - 1, fmt.dtype)
     return {"add": lambda: fmt.add(a, b), "mul": lambda: fmt.mul(a, b), "div": lambda: fmt.div(a, b),
             "sqrt": lambda: fmt.sqrt(absa), "fma": lambda: fmt.fma(a, b, c)}
+
+
+def target_cell(fmt_name, op, t, peers, add_time):
+    """The target of (fmt_name, op) and this run's verdict on it: '<= 0.3x numpy float16: met (0.26x)'."""
+    if (fmt_name, op) not in TARGETS:
+        return ""
+    against, limit = TARGETS[fmt_name, op]
+    if against == "add":
+        ratio, against = t / add_time, f"{fmt_name} add"
+    else:
+        times = {peer: tp for peer, tp, _ in peers}
+        if against not in times:
+            return f"<= {limit}x {against} (not installed)"
+        ratio = t / times[against]
+    return f"<= {limit}x {against}: {'met' if ratio <= limit else 'MISSED'} ({ratio:.2f}x)"
 
 
 def peer_functions(fmt_name, a, b, c):
@@ -164,6 +185,7 @@ def main(argv=None):
             times = best_ns({"ours": ours[op]} | {peer: fns[op] for peer, fns in peers.items()}, args.n, args.repeat)
             t_ours = times.pop("ours")
             rows.append([fmt_name, op, t_ours] + [(peer, t, t_ours / t) for peer, t in times.items()])
+    add_times = {fmt_name: t for fmt_name, op, t, *_ in rows if op == "add"}
     low_precision = low_precision_rows(args.n, args.repeat)
     first, cached = compile_times()
     print(describe_machine() + "\n")
@@ -172,8 +194,8 @@ def main(argv=None):
         print("|---|---|---|---|---|")
         for fmt_name, op, t, *peers in rows:
             cells = "; ".join(f"{p} {tp:.2f} ({r:.2f}x)" for p, tp, r in peers)
-            target = TARGETS.get((fmt_name, op))
-            print(f"| {fmt_name} | {op} | {t:.2f} | {cells} | {f'<= {target}x of numpy' if target else ''} |")
+            target = target_cell(fmt_name, op, t, peers, add_times[fmt_name])
+            print(f"| {fmt_name} | {op} | {t:.2f} | {cells} | {target} |")
         print("\n| format | op | softfloat16 ns/elem | reference: ns/elem (ratio ours/reference) | target |")
         print("|---|---|---|---|---|")
         for fmt_name, op, t, target, *peers in low_precision:
@@ -184,7 +206,9 @@ def main(argv=None):
     else:
         for fmt_name, op, t, *peers in rows:
             cells = "  ".join(f"{p}: {tp:6.2f} ns ({r:5.2f}x)" for p, tp, r in peers)
-            print(f"{fmt_name:5s} {op:5s} softfloat16 {t:7.2f} ns/elem   {cells}")
+            target = target_cell(fmt_name, op, t, peers, add_times[fmt_name])
+            target = f"   target {target}" if target else ""
+            print(f"{fmt_name:5s} {op:5s} softfloat16 {t:7.2f} ns/elem   {cells}{target}")
         for fmt_name, op, t, _, *peers in low_precision:
             cells = "  ".join(f"{p}: {tp:6.2f} ns ({r:5.2f}x)" for p, tp, r in peers)
             print(f"{fmt_name:18s} {op:10s} softfloat16 {t:7.2f} ns/elem   {cells}")

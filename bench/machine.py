@@ -41,16 +41,37 @@ def simd_level(features: set[str]) -> str:
     return "none detected"
 
 
+def numpy_simd() -> str:
+    """The SIMD targets numpy's dispatched loops use here (fewer under NPY_DISABLE_CPU_FEATURES)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_baseline__, __cpu_dispatch__, __cpu_features__
+    except ImportError:  # numpy 1.x
+        return "unknown"
+    return " ".join(list(__cpu_baseline__) + [name for name in __cpu_dispatch__ if __cpu_features__.get(name)])
+
+
 def describe_machine() -> str:
-    """One line: CPU, LLVM's name for it (what Numba compiles for), SIMD level, cores, versions."""
+    """One line: CPU, LLVM's name for it (what Numba compiles for), SIMD level, cores, versions.
+
+    NUMBA_CPU_NAME / NUMBA_CPU_FEATURES make Numba compile for another CPU than the host (an AVX2
+    one on an AVX-512 host: NUMBA_CPU_NAME=haswell), and NPY_DISABLE_CPU_FEATURES keeps numpy off
+    some of its SIMD loops (X86_V4 AVX512_ICL AVX512_SPR: AVX-512); both are shown when set.
+    """
     import llvmlite.binding as llvm
     import numba
     import numpy
 
     features = {name for name, on in llvm.get_host_cpu_features().items() if on}
-    return (f"machine: {cpu_model()} (LLVM target {llvm.get_host_cpu_name()}), SIMD {simd_level(features)}, "
+    target = llvm.get_host_cpu_name()
+    if numba.config.CPU_NAME:
+        target = (f"{numba.config.CPU_NAME} (NUMBA_CPU_NAME; features {numba.config.CPU_FEATURES or 'of that CPU'}), "
+                  f"host {target}")
+    numpy_note = f", NPY_DISABLE_CPU_FEATURES={os.environ['NPY_DISABLE_CPU_FEATURES']}" if os.environ.get(
+        "NPY_DISABLE_CPU_FEATURES") else ""
+    return (f"machine: {cpu_model()} (LLVM target {target}), SIMD {simd_level(features)}, "
             f"{os.cpu_count()} CPUs, NUMBA_NUM_THREADS={os.environ.get('NUMBA_NUM_THREADS', 'default')}; "
-            f"python {platform.python_version()}, numpy {numpy.__version__}, numba {numba.__version__}")
+            f"python {platform.python_version()}, numpy {numpy.__version__} (SIMD {numpy_simd()}{numpy_note}), "
+            f"numba {numba.__version__}")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import numba
 __all__ = ["PARALLEL_MIN_ELEMENTS", "get_num_threads", "numba_threads", "run_split", "set_num_threads"]
 
 # Below this many elements one thread is faster: handing a run to a thread costs tens of
-# microseconds, the time of some 10^4 elements (bench/elementwise.py --threads measures it).
+# microseconds, the time of some 10^4 elements (bench/threads.py measures where splitting pays).
 PARALLEL_MIN_ELEMENTS = 1 << 17
 _ALIGN = 256  # the fast loops' block length: runs start on a block boundary
 

@@ -32,6 +32,10 @@ def _run_fast(which, a, b, ebits, fbits, rounding):
             r = fast.add_normal(a[i], b[i], 0, ebits, fbits, rounding)
         elif which == 1:
             r = fast.add_normal(a[i], b[i], 1, ebits, fbits, rounding)
+        elif which == 4:
+            r = fast.add_normal(a[i], b[i], 0, ebits, fbits, rounding, subnormals=True)
+        elif which == 5:
+            r = fast.add_normal(a[i], b[i], 1, ebits, fbits, rounding, subnormals=True)
         elif which == 2:
             r = fast.mul_normal(a[i], b[i], ebits, fbits, rounding)
         else:
@@ -118,6 +122,36 @@ def test_fast_kernel_is_exact_where_it_settles_and_settles_all_normal_results(fm
             normal_result = abs(exact) >= min_normal and not want_flags & int(sf.Flag.OVERFLOW)
             assert not normal_result, f"{where}: a normal result ({hex(want_bits)}) left to the general kernel"
     assert settled >= N_PAIRS // 2, f"only {settled} of {N_PAIRS} settled: the operand mix lost its point"
+
+
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+@pytest.mark.parametrize("op", ["add", "sub"])
+@pytest.mark.parametrize("fmt_name", ["fp16", "bf16", "fp32"])
+def test_fast_add_with_subnormals_against_the_oracle(fmt_name, op, rounding):
+    """add_normal(subnormals=True), as the elementwise loops run it: exact where it settles, and it
+    settles every finite pair with a nonzero result that does not overflow, however small."""
+    ebits, fbits = FORMATS[fmt_name]
+    rng = np.random.default_rng([RNG_SEED, 7, len(op), ebits, ROUNDING_CODES[rounding]])
+    n = N_PAIRS
+    fields = rng.choice([0, 1, 2, 3, 9, (1 << ebits) - 2], (2, n), p=[0.4, 0.25, 0.1, 0.1, 0.1, 0.05])
+    fraction = rng.integers(0, 1 << fbits, (2, n))
+    fraction[:, : n // 8] = rng.integers(0, 3, (2, n // 8))
+    a, b = (rng.integers(0, 2, (2, n)) << (ebits + fbits)) | (fields << fbits) | fraction
+    bits, flags, ok = _run_fast(4 + ["add", "sub"].index(op), a, b, ebits, fbits, ROUNDING_CODES[rounding])
+    settled_subnormal = 0
+    for i in range(n):
+        args = (int(a[i]), int(b[i]))
+        want_bits, want_flags = ref_op(op, fmt_name, *args, rounding=rounding)
+        where = f"{fmt_name} {op}({hex(args[0])}, {hex(args[1])}) {rounding}"
+        x, y = to_fraction(args[0], fmt_name), to_fraction(args[1], fmt_name)
+        exact = x + y if op == "add" else x - y
+        if ok[i]:
+            assert (int(bits[i]), int(flags[i])) == (want_bits, want_flags), (
+                f"{where}: fast path gave {hex(int(bits[i]))}/{int(flags[i])}, want {hex(want_bits)}/{want_flags}")
+            settled_subnormal += int(want_bits & ((1 << (ebits + fbits)) - 1) < (1 << fbits))
+        else:
+            assert exact == 0 or want_flags & int(sf.Flag.OVERFLOW), f"{where}: declined {hex(want_bits)}"
+    assert settled_subnormal >= n // 10, f"only {settled_subnormal} subnormal results settled"
 
 
 @pytest.mark.parametrize("op", ["add", "mul", "div"])

@@ -44,8 +44,8 @@ def general_loop(which, a, b, options, out, flags, random):
         flags[i] = fl
 
 
-def assert_same_as_general_kernel(fmt, op, mode, a, b, sr_bits=32):
-    options = ops._config(fmt, rounding=mode, sr_bits=sr_bits)
+def assert_same_as_general_kernel(fmt, op, mode, a, b, sr_bits=32, **options):
+    options = ops._config(fmt, rounding=mode, sr_bits=sr_bits, **options)
     random = np.random.default_rng(a.size).integers(0, 2**32, a.size, dtype=np.uint64).astype(np.uint32)
     source = loops.RANDOM_ARRAY if mode == "sr" else loops.NO_RANDOM
     fast_bits, fast_flags = np.empty(a.size, fmt.dtype), np.empty(a.size, np.uint8)
@@ -56,7 +56,7 @@ def assert_same_as_general_kernel(fmt, op, mode, a, b, sr_bits=32):
     bad = np.flatnonzero((fast_bits != want_bits) | (fast_flags != want_flags))
     details = [f"{op}({hex(a[i])}, {hex(b[i])}): loop {hex(fast_bits[i])}/{fast_flags[i]}, "
                f"general kernel {hex(want_bits[i])}/{want_flags[i]}" for i in bad[:5]]
-    assert bad.size == 0, f"{fmt.name} {mode}: {bad.size} of {a.size} differ, first: {details}"
+    assert bad.size == 0, f"{fmt.name} {mode} {options}: {bad.size} of {a.size} differ, first: {details}"
 
 
 def class_pairs(fmt, n, rng):
@@ -113,6 +113,32 @@ def test_stochastic_fast_paths_with_few_random_bits(op):
         a, b = sampled_pairs(fmt, op, rng)
         for sr_bits in (1, 5, 31):
             assert_same_as_general_kernel(fmt, op, "sr", a, b, sr_bits)
+
+
+def small_pairs(fmt, n, rng):
+    """Zeros, subnormals and the smallest normal numbers, either sign: sums that stay subnormal,
+    cross into the normal range, cancel to zero or to a subnormal (fast.add_normal's
+    ``subnormals`` case), and a few larger operands that swallow them."""
+    ends = rng.choice([0, 1, 2, 3, 12], (2, n), p=[0.4, 0.3, 0.12, 0.12, 0.06])
+    fraction = rng.integers(0, 1 << fmt.fraction_bits, (2, n))
+    fraction[:, : n // 8] = rng.integers(0, 4, (2, n // 8))  # the smallest subnormals and zeros
+    sign = rng.integers(0, 2, (2, n)) << (fmt.width - 1)
+    a, b = (sign | (ends << fmt.fraction_bits) | fraction).astype(fmt.dtype)
+    return a, b
+
+
+@pytest.mark.parametrize("op", ("add", "sub"))
+@pytest.mark.parametrize("fmt", [sf.fp16, sf.bf16, sf.fp32], ids=["fp16", "bf16", "fp32"])
+def test_subnormal_sums_under_every_ftz_daz_and_tininess(fmt, op):
+    """The fast add and sub settle zero and subnormal operands and results unless ftz or daz would
+    change them: the loop must equal the general kernel under every combination."""
+    rng = np.random.default_rng([11, fmt.width, OPS.index(op)])
+    a, b = small_pairs(fmt, 20_000, rng)
+    for mode in MODES:
+        for ftz in (False, True):
+            for daz in (False, True):
+                for tininess in ("after", "before"):
+                    assert_same_as_general_kernel(fmt, op, mode, a, b, ftz=ftz, daz=daz, tininess=tininess)
 
 
 def test_samples_reach_what_the_fast_kernel_declines():

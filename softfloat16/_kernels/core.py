@@ -9,6 +9,7 @@ Conventions (for all kernels):
 """
 from collections import namedtuple
 
+import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import leading_zeros
 
@@ -169,31 +170,34 @@ def nan_result(a, b, c, count, options):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def round_at(sig, shift, sign, rounding, random, sr_bits):
+def round_at(sig, shift, sign, rounding, random, sr_bits, word=np.int64):
     """Round sig * 2**-shift to an integer in the given mode -> (integer, inexact).
 
     The only place a rounding decision is made. Written without data-dependent branches (the
     mode is the same for a whole array, so its branches predict perfectly). Stochastic rounding
     (SR) rounds up iff d + random >= 2**sr_bits, d being the first sr_bits discarded bits.
+    ``word`` is the integer type to compute in: int64, or uint32 where sig < 2**31 and SIMD lanes
+    should stay 32 bits wide (fast.add_normal); not for SR, which reads up to 32 discarded bits.
     """
     if shift <= 0:
-        return sig << (-shift), False
+        return word(sig << (-shift)), False
     if rounding == SR:
         whole = shift >= 63  # sig < 2**62: every bit is discarded
         q = 0 if whole else sig >> shift
         rem = sig if whole else sig & ((1 << shift) - 1)
         below = shift - sr_bits  # where the first sr_bits discarded bits end
         d = (rem << -below) if below < 0 else (rem >> below if below < 63 else 0)
-        return q + int(d + random >= (1 << sr_bits)), rem != 0
+        return word(q + int(d + random >= (1 << sr_bits))), rem != 0
     if shift > 62:
         # sig < 2**62 <= half a unit: all that matters is a nonzero remainder below one half.
         sig, shift = 1, 62
-    q = sig >> shift
-    rem = sig & ((1 << shift) - 1)
-    half = 1 << (shift - 1)
-    inexact = rem != 0
+    sig = word(sig)
+    q = word(sig >> word(shift))
+    rem = word(sig & word(word(word(1) << word(shift)) - word(1)))
+    half = word(word(1) << word(shift - 1))
+    inexact = rem != word(0)
     if rounding == RNE:
-        increment = (rem > half) | ((rem == half) & ((q & 1) == 1))
+        increment = (rem > half) | ((rem == half) & (word(q & word(1)) == word(1)))
     elif rounding == RNA:
         increment = rem >= half
     elif rounding == RUP:
@@ -202,9 +206,9 @@ def round_at(sig, shift, sign, rounding, random, sr_bits):
         increment = inexact & (sign == 1)
     else:
         increment = False
-    q += int(increment)
+    q = word(q + word(increment))
     if rounding == ROD:
-        q |= int(inexact)
+        q = word(q | word(inexact))
     return q, inexact
 
 

@@ -19,7 +19,6 @@ are rounded by the same routine. Where SIMD has no integer instruction for a ste
 root) or float64 lanes do it in fewer instructions (fma's sum), the kernels compute exact integers,
 or exact sums, in float64 registers, each with the argument that makes it exact next to it.
 """
-import math
 
 import numpy as np
 from llvmlite import ir
@@ -88,23 +87,29 @@ def msb_index32(x):
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def add_normal(a, b, negate_b, ebits, fbits, rounding, word=u32, guard=GUARD, msb=msb_index32, random=0,
-               sr_bits=32):
-    """a + b (or a - b with negate_b=1) of two normal numbers -> (bits, flags, ok).
+               sr_bits=32, round_word=u32, subnormals=False, ftz=0, daz=0):
+    """a + b (or a - b with negate_b=1) of two normal numbers (or any two finite numbers: see
+    ``subnormals``) -> (bits, flags, ok).
 
     Formats up to 32 bits wide: every intermediate fits in 32 bits, and is computed as a uint32
     (each result cast back, because Numba widens integer arithmetic to 64 bits) so that LLVM packs
-    eight elements per AVX2 register instead of four: 1.5 instead of 2.4 ns per fp32 add.
-    Stochastic rounding reads 32 discarded bits: it runs this in uint64 ``word``s with SR_GUARD
-    guard bits and ``msb_index64`` (see add_stochastic).
+    eight elements per AVX2 register (sixteen per AVX-512 register) instead of four: 1.5 instead of
+    2.4 ns per fp32 add. ``round_word`` is the integer type core.round_at computes in (uint32 here
+    too). Stochastic rounding reads 32 discarded bits: it runs this in uint64 ``word``s with
+    SR_GUARD guard bits, ``msb_index64`` and an int64 ``round_word`` (see add_stochastic).
+
+    ``subnormals=True`` also takes zeros and subnormal numbers, as operands and as results: a sum
+    below the smallest normal number is exact (both operands are multiples of the smallest
+    subnormal, and so is their sum), so nothing is rounded there, no flag is raised, and only
+    ``ftz`` (flush such a result) and ``daz`` (read such an operand as zero) would change the
+    answer: those cases are declined. The accumulating callers (reduce.py, matmul.py) leave it off.
     """
     sign_shift = word(ebits + fbits)
     a = word(a)
     b = word(word(b) ^ word(negate_b << (ebits + fbits)))
     magnitude = word((1 << (ebits + fbits)) - 1)
     emask = word((1 << ebits) - 1)
-    fmask = word((1 << fbits) - 1)
-    hidden = word(1 << fbits)
-    # Order by magnitude: for normal numbers the encodings compare like the values.
+    # Order by magnitude: for finite numbers the encodings compare like the values.
     mag_a = word(a & magnitude)
     mag_b = word(b & magnitude)
     big = max(mag_a, mag_b)
@@ -112,63 +117,86 @@ def add_normal(a, b, negate_b, ebits, fbits, rounding, word=u32, guard=GUARD, ms
     sign = word((a if mag_a >= mag_b else b) >> sign_shift)
     e_big = word(big >> word(fbits))
     e_small = word(small >> word(fbits))
-    sig_big = word(word(word(big & fmask) | hidden) << word(guard))
-    sig_small = word(word(word(small & fmask) | hidden) << word(guard))
+    # The exponent field of a normal number, 1 for a subnormal (which has no implicit bit). With it,
+    # a subnormal's significand is its fraction, a normal number's its fraction and implicit bit.
+    scale_big = max(e_big, word(1)) if subnormals else e_big
+    scale_small = max(e_small, word(1)) if subnormals else e_small
+    sig_big = word(word(big - word(word(scale_big - word(1)) << word(fbits))) << word(guard))
+    sig_small = word(word(small - word(word(scale_small - word(1)) << word(fbits))) << word(guard))
     # Align; past fbits + guard + 1 places only the sticky bit is left, which this clamp keeps.
-    d = min(word(e_big - e_small), word(fbits + guard + 1))
+    d = min(word(scale_big - scale_small), word(fbits + guard + 1))
     lost = word(sig_small & word(word(word(1) << d) - word(1)))
     sig_small = word(word(sig_small >> d) | word(lost != word(0)))
     subtract = word(word(a ^ b) >> sign_shift)
     total = word(sig_big - sig_small) if subtract else word(sig_big + sig_small)
     top = fbits + guard  # position of sig_big's leading bit
-    ok = (e_small != word(0)) & (e_big != emask) & (total != word(0))
+    ok = (e_big != emask) & (total != word(0))
     p = msb(word(total | word(total == word(0))))
     # Renormalise to the leading bit at `top`. Shifting down (a carry) jams the lost bit. Shifting
     # up is exact: by one place, because the subtraction of a jammed addend leaves every bit above
-    # bit 0 exact; by more (a cancellation), because that needs d <= 1, which drops no bits.
+    # bit 0 exact; by more (a cancellation), because that needs d <= 1, which drops no bits. With
+    # subnormals, not below exponent field 1: a result there is subnormal (and exact). (The shift
+    # is computed in the conditional expression: hoisted out of it, LLVM stops vectorising.)
     carry = p > word(top)
-    total = word(word(total >> word(1)) | word(total & word(1))) if carry else word(total << word(word(top) - p))
-    q, inexact = round_at(np.int64(total), guard, sign, rounding, random, sr_bits)
-    e_top = word(e_big + p)
-    e_res = word(e_top - word(top))
+    if subnormals:
+        total = (word(word(total >> word(1)) | word(total & word(1))) if carry
+                 else word(total << min(word(word(top) - p), word(scale_big - word(1)))))
+    else:
+        total = word(word(total >> word(1)) | word(total & word(1))) if carry else word(total << word(word(top) - p))
+    q, inexact = round_at(round_word(total), guard, sign, rounding, random, sr_bits, round_word)
+    e_top = word(scale_big + p)
+    e_res = word(max(e_top, word(top + 1)) - word(top)) if subnormals else word(e_top - word(top))
     encoded = word(word(word(e_res - word(1)) << word(fbits)) + word(q))  # a rounding carry bumps the exponent
-    ok &= (e_top > word(top)) & (encoded < word(emask << word(fbits)))
+    ok &= encoded < word(emask << word(fbits))
+    if subnormals:
+        ok &= (daz == 0) | ((e_small != word(0)) | (small == word(0))) & ((e_big != word(0)) | (big == word(0)))
+        ok &= (ftz == 0) | (encoded >= word(1 << fbits))
+    else:
+        ok &= (e_small != word(0)) & (e_top > word(top))
     return word(word(sign << sign_shift) | encoded), INEXACT * int(inexact), ok
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def normal_operands(a, b, ebits, fbits):
+def normal_operands(a, b, ebits, fbits, word):
     """What mul and div read from two operands: (sign of the result, exponent fields, significands
-    with the implicit bit, ok), ok being False unless both are normal numbers."""
-    emask = (1 << ebits) - 1
-    fmask = (1 << fbits) - 1
-    e_a = (a >> fbits) & emask
-    e_b = (b >> fbits) & emask
-    sign = ((a ^ b) >> (ebits + fbits)) & 1
-    ok = (e_a != 0) & (e_a != emask) & (e_b != 0) & (e_b != emask)
-    return sign, e_a, e_b, (a & fmask) | (1 << fbits), (b & fmask) | (1 << fbits), ok
+    with the implicit bit, ok), ok being False unless both are normal numbers; all ``word``s."""
+    emask = word((1 << ebits) - 1)
+    fmask = word((1 << fbits) - 1)
+    hidden = word(1 << fbits)
+    a, b = word(a), word(b)
+    e_a = word(word(a >> word(fbits)) & emask)
+    e_b = word(word(b >> word(fbits)) & emask)
+    sign = word(word(word(a ^ b) >> word(ebits + fbits)) & word(1))
+    ok = (e_a != word(0)) & (e_a != emask) & (e_b != word(0)) & (e_b != emask)
+    return sign, e_a, e_b, word(word(a & fmask) | hidden), word(word(b & fmask) | hidden), ok
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def pack_normal(sign, e_res, rounded, inexact, ok, ebits, fbits):
+def pack_normal(sign, e_plus, e_minus, rounded, inexact, ok, ebits, fbits, word):
     """(bits, flags, ok) of a rounded significand (implicit bit included) with biased exponent
-    e_res; ok stays True only if the result is normal (a rounding carry bumps the exponent)."""
-    emask = (1 << ebits) - 1
-    encoded = ((e_res - 1) << fbits) + rounded
-    ok &= (e_res >= 1) & (encoded < (emask << fbits))
-    return (sign << (ebits + fbits)) | encoded, INEXACT * int(inexact), ok
+    e_plus - e_minus (two non-negative ``word``s, so that an unsigned word cannot wrap unseen); ok
+    stays True only if the result is normal (a rounding carry bumps the exponent)."""
+    emask = word((1 << ebits) - 1)
+    e_res = word(e_plus - e_minus)  # meaningless unless e_plus > e_minus
+    encoded = word(word(word(e_res - word(1)) << word(fbits)) + word(rounded))
+    ok &= (e_plus > e_minus) & (encoded < word(emask << word(fbits)))
+    return word(word(sign << word(ebits + fbits)) | encoded), INEXACT * int(inexact), ok
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def mul_normal(a, b, ebits, fbits, rounding, random=0, sr_bits=32):
+def mul_normal(a, b, ebits, fbits, rounding, random=0, sr_bits=32, word=np.int64):
     """a * b of two normal numbers -> (bits, flags, ok). The product is exact, so stochastic
-    rounding finds all its discarded bits here too."""
-    bias = (1 << (ebits - 1)) - 1
-    sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(int(a), int(b), ebits, fbits)
-    product = sig_a * sig_b  # exact, < 2**(2*fbits+2)
-    carry = product >> (2 * fbits + 1)  # the product is in [2, 4)
-    q, inexact = round_at(product, fbits + carry, sign, rounding, random, sr_bits)
-    return pack_normal(sign, e_a + e_b - bias + carry, q, inexact, ok, ebits, fbits)
+    rounding finds all its discarded bits here too. ``word``: int64, or uint32 when the product
+    of two significands fits (fbits <= 15: fp16, bf16 and narrower), for twice the SIMD lanes and
+    a multiplication AVX2 has (it has no 64-bit one)."""
+    bias = word((1 << (ebits - 1)) - 1)
+    sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(a, b, ebits, fbits, word)
+    product = word(sig_a * sig_b)  # exact, < 2**(2*fbits+2)
+    carry = word(product >> word(2 * fbits + 1))  # the product is in [2, 4)
+    # Rounded at fbits + 1 places: a product in [1, 2) first moves up one (exact, and it keeps the
+    # rounding point fixed, which spares round_at a per-element shift).
+    q, inexact = round_at(word(product << word(word(1) - carry)), fbits + 1, sign, rounding, random, sr_bits, word)
+    return pack_normal(sign, word(word(e_a + e_b) + carry), bias, q, inexact, ok, ebits, fbits, word)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -178,21 +206,23 @@ def div_normal(a, b, ebits, fbits, rounding):
     The integer quotient and remainder are computed in float64 registers, because AVX2 has a
     vector float64 division and no integer one. Every value there is an integer below 2**53, so
     exact, except n / d, whose floor is still floor(n / d): n / d lies at least 1/d > 2**-24 below
-    the next integer, and float64's spacing there (below 2**28) is at most 2**-25.
+    the next integer, and float64's spacing there (below 2**28) is at most 2**-25. The integers
+    cross between the register kinds as int32s and stay float64s in them (AVX2 converts int32 <->
+    float64 in SIMD lanes, not uint32 or int64).
     """
-    bias = (1 << (ebits - 1)) - 1
-    sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(int(a), int(b), ebits, fbits)
+    bias = u32((1 << (ebits - 1)) - 1)
+    sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(a, b, ebits, fbits, u32)
     # sig_a * 2**extra / sig_b has fbits + 4 or 5 integer bits: the significand, a round bit and
     # two more; the remainder becomes the sticky bit. numerator < 2**(2*fbits + 5) <= 2**51.
     extra = fbits + 4
-    numerator = float(sig_a << extra)
-    divisor = float(sig_b)
-    quotient = math.floor(numerator / divisor)
+    numerator = np.float64(np.int32(sig_a)) * 2.0 ** extra  # a power-of-two scaling: exact
+    divisor = np.float64(np.int32(sig_b))
+    quotient = np.floor(numerator / divisor)  # a float64 (math.floor's int64 costs scalar conversions)
     remainder = numerator - quotient * divisor  # the product is below 2**52: exact
-    q = int(np.int32(quotient)) | int(remainder != 0)  # below 2**(fbits + 5)
-    carry = int(sig_a >= sig_b)  # the quotient's leading bit is one place up
-    rounded, inexact = round_at(q, 3 + carry, sign, rounding, 0, 32)
-    return pack_normal(sign, e_a - e_b + bias - 1 + carry, rounded, inexact, ok, ebits, fbits)
+    q = u32(u32(np.int32(quotient)) | u32(remainder != 0))  # below 2**(fbits + 5)
+    carry = u32(sig_a >= sig_b)  # the quotient's leading bit is one place up
+    rounded, inexact = round_at(u32(q << u32(u32(1) - carry)), 4, sign, rounding, 0, 32, u32)  # as in mul_normal
+    return pack_normal(sign, u32(u32(e_a + bias) + carry), u32(e_b + u32(1)), rounded, inexact, ok, ebits, fbits, u32)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -337,10 +367,12 @@ def sqrt_normal(a, ebits, fbits, rounding):
     ok = (e_a != u32(0)) & (e_a != emask) & (u32(a >> u32(ebits + fbits)) == u32(0))
     odd = u32(u32(e_a + u32(bias)) & u32(1))  # parity of the unbiased exponent e_a - bias
     # n = significand << (fbits + 4 + odd), built in float64 (a multiplication by a power of two).
-    n = np.float64(u32(a & fmask) | u32(1 << fbits)) * (2.0 ** (fbits + 5) if odd else 2.0 ** (fbits + 4))
-    root = math.floor(math.sqrt(n))
-    q = u32(np.int32(root)) | u32(root * root != n)
-    rounded, inexact = round_at(np.int64(q), 2, 0, rounding, 0, 32)
+    # Integers cross between the register kinds as int32s and stay float64s in them: AVX2 converts
+    # int32 <-> float64 in SIMD lanes, not uint32 or int64.
+    n = np.float64(np.int32(u32(a & fmask) | u32(1 << fbits))) * (2.0 ** (fbits + 5) if odd else 2.0 ** (fbits + 4))
+    root = np.floor(np.sqrt(n))
+    q = u32(u32(np.int32(root)) | u32(root * root != n))
+    rounded, inexact = round_at(q, 2, 0, rounding, 0, 32, u32)
     # The root's leading bit (fbits + 2) stands for 2**((e_a - bias - odd) / 2): add the bias back.
     e_res = u32(u32(u32(e_a + u32(bias) - odd) >> u32(1)))
     encoded = u32(u32(u32(e_res - u32(1)) << u32(fbits)) + u32(rounded))
@@ -351,25 +383,30 @@ def sqrt_normal(a, ebits, fbits, rounding):
 def add_stochastic(a, b, negate_b, options, random):
     """add_normal with room for stochastic rounding's 32 discarded bits (uint64 lanes)."""
     return add_normal(a, b, negate_b, options.exponent_bits, options.fraction_bits, SR, u64, SR_GUARD, msb_index64,
-                      random, options.sr_bits)
+                      random, options.sr_bits, np.int64, True, options.ftz, options.daz)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def add(a, b, options, random):
     if options.stochastic:  # a compile-time constant in every loop (loops.with_constants)
         return add_stochastic(a, b, 0, options, random)
-    return add_normal(a, b, 0, options.exponent_bits, options.fraction_bits, options.rounding)
+    return add_normal(a, b, 0, options.exponent_bits, options.fraction_bits, options.rounding,
+                      subnormals=True, ftz=options.ftz, daz=options.daz)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def sub(a, b, options, random):
     if options.stochastic:
         return add_stochastic(a, b, 1, options, random)
-    return add_normal(a, b, 1, options.exponent_bits, options.fraction_bits, options.rounding)
+    return add_normal(a, b, 1, options.exponent_bits, options.fraction_bits, options.rounding,
+                      subnormals=True, ftz=options.ftz, daz=options.daz)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def mul(a, b, options, random):
+    if options.fraction_bits <= 15:  # a compile-time constant in every loop
+        return mul_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding, random, options.sr_bits,
+                          u32)
     return mul_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding, random, options.sr_bits)
 
 
