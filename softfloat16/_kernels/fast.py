@@ -52,13 +52,15 @@ def float_bits(typingctx, x):
 
 @intrinsic
 def bits_float(typingctx, x):
-    """The float32 whose encoding is a uint32 (a bit cast: the inverse of float_bits)."""
-    if x != types.uint32:
+    """The float32 or float64 whose encoding is a uint32 or uint64 (a bit cast: the inverse of
+    float_bits)."""
+    result = {types.uint32: (types.float32, ir.FloatType()), types.uint64: (types.float64, ir.DoubleType())}.get(x)
+    if result is None:
         return None
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(x), codegen
+        return builder.bitcast(args[0], result[1])
+    return result[0](x), codegen
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")

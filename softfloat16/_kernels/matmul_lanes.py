@@ -24,12 +24,10 @@ CPU's flush-to-zero or denormals-are-zero settings. Only its rounding mode must 
 import math
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.extending import intrinsic
+from numba import njit, prange
 
 from .core import FINITE, INF, RDN, RTZ, ZERO, round_at
-from .fast import float_bits
+from .fast import bits_float, float_bits
 from .matmul import pairwise_cell, pairwise_stacks, sequential_cell
 from .tensorcore import tensorcore_cell
 from .unpacked import pack_result
@@ -39,17 +37,6 @@ _MAX_DEPTH = 64  # pairwise partial sums on the stack: enough for k < 2**63
 u64 = np.uint64
 _SIGN = u64(1 << 63)
 _FRACTION = u64((1 << 52) - 1)
-
-
-@intrinsic
-def float64_from_bits(typingctx, x):
-    """The float64 whose encoding is a uint64 (a bit cast, the inverse of fast.float_bits)."""
-    if x != types.uint64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-    return types.float64(x), codegen
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -83,12 +70,12 @@ def round_sum(x, y, acc_ebits, acc_fbits, rounding):
     acc_field = field - (1023 - ((1 << (acc_ebits - 1)) - 1))
     encoded = ((acc_field - 1) << acc_fbits) + q
     ok = (acc_field >= 1) & (encoded < (((1 << acc_ebits) - 1) << acc_fbits))  # inf and NaN s fail here too
-    rounded = float64_from_bits(u64(u64(sign) << u64(63)) | u64(((field - 1) << 52) + (q << (52 - acc_fbits))))
+    rounded = bits_float(u64(u64(sign) << u64(63)) | u64(((field - 1) << 52) + (q << (52 - acc_fbits))))
     # An exact zero: float64's own sign is IEEE's in every mode but rounding down, where the sum is
     # -0 if either term is negative.
     zero = s
     if rounding == RDN:
-        zero = float64_from_bits(u64(u64(float_bits(x) | float_bits(y)) & _SIGN))
+        zero = bits_float(u64(u64(float_bits(x) | float_bits(y)) & _SIGN))
     is_zero = s == 0.0
     return (zero if is_zero else rounded), ok | is_zero
 
@@ -266,8 +253,8 @@ def tensorcore_lanes_row(a_values, b_blocks, a, bt, out, i, params, terms):
                 # in top); a block of zeros (top 0) keeps its zeros with a scale of 1. A top of
                 # 0x7FF (inf, NaN) makes a non-finite sum, which round_sum declines.
                 zeros = top[w] == 0
-                down = float64_from_bits(u64(u64(2046 + frac_bits - top[w]) << u64(52)))
-                up = float64_from_bits(u64(u64(max(top[w] - frac_bits, 1)) << u64(52)))
+                down = bits_float(u64(u64(2046 + frac_bits - top[w]) << u64(52)))
+                up = bits_float(u64(u64(max(top[w] - frac_bits, 1)) << u64(52)))
                 down = 1.0 if zeros else down
                 up = 1.0 if zeros else up
                 total = np.trunc(acc[w] * down)
