@@ -11,8 +11,10 @@ round-pack routine). Three ways to the correctly rounded result:
    too: a subnormal BF16 sum is exact in float32, and a quotient a/b that is not a BF16 midpoint
    m stays |a - m*b| / |b| >= 2^-142 away from it, while float32 moves it by at most 2^-150. BF16
    products can fall into float32's subnormal range, where float32 has too few bits, so they are
-   formed exactly in float64 and, below 2^-126, rounded as an integer count of 2^-133 by ``rint``.
-   (ml_dtypes' float64 -> bfloat16 goes through float32 and double-rounds, so it is never used.)
+   formed exactly in float64 and rounded once from there: by ml_dtypes' float64 -> bfloat16 where
+   that is one rounding (ml_dtypes 0.7 and later, ``ml_dtypes_rounds_correctly``), else through
+   float32 (exact above 2^-126) and, below 2^-126, as an integer count of 2^-133 by ``rint``
+   (earlier ml_dtypes releases convert float64 through float32: two roundings).
 2. ``exact_round`` (every mode; a Numba loop of plain float64 arithmetic): for a threshold t
    (a representable value or the midpoint of two), sign(x - t) of the exact result x is decided
    with error-free transformations. Products of FP16/BF16 values are exact in float64; TwoSum
@@ -372,6 +374,34 @@ def _bf16_from_float32(x: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
+def ml_dtypes_rounds_correctly() -> bool:
+    """Whether ml_dtypes' conversions round correctly (0.7 and later). Earlier releases convert float64
+    to bfloat16 and the formats of 8 bits or fewer through float32 (two roundings), and round float32
+    subnormals in (2^-127, 1.5 * 2^-127) to E8M0's 2^-126: the reference never gives them float64."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return False
+    major, minor = (int(part) for part in ml_dtypes.__version__.split(".")[:2])
+    return (major, minor) >= (0, 7)
+
+
+def bf16_products(product: np.ndarray, by_ml_dtypes: bool | None = None) -> np.ndarray:
+    """Exact float64 products rounded (RNE) to BF16: by ml_dtypes' float64 -> bfloat16 (default: where
+    it rounds once), or by float32 (exact >= 2^-126) and, below, ``rint`` of the integer count of
+    2^-133 (every BF16 there is a multiple of it)."""
+    if by_ml_dtypes if by_ml_dtypes is not None else ml_dtypes_rounds_correctly():
+        import ml_dtypes
+        return product.astype(ml_dtypes.bfloat16).view(np.uint16)
+    fmt = parse_format("bf16")
+    result = _bf16_from_float32(product.astype(np.float32))
+    tiny = np.flatnonzero(np.abs(product) < 2.0**fmt.emin)
+    count = np.rint(np.abs(product[tiny]) * 2.0**-fmt.min_subnormal_exponent).astype(np.uint16)
+    result[tiny] = count | np.where(np.signbit(product[tiny]), fmt.sign_mask, 0).astype(np.uint16)
+    return result
+
+
+@functools.cache
 def _float32_table(fmt: Format) -> np.ndarray:
     return value_table(fmt).astype(np.float32)  # exact
 
@@ -404,13 +434,7 @@ def hardware_rne(fmt: Format, op: str, bits: list[np.ndarray], saturate: bool = 
         raise ValueError(f"no hardware path for {fmt.name} with saturate")
     with np.errstate(all="ignore"):
         if fmt.name == "bf16" and op == "mul":
-            product = value_table(fmt)[bits[0]] * value_table(fmt)[bits[1]]  # exact in float64
-            result = _bf16_from_float32(product.astype(np.float32))  # exact when >= 2^-126
-            tiny = np.flatnonzero(np.abs(product) < 2.0**fmt.emin)
-            # below 2^-126 every bf16 is a multiple of 2^-133: round that integer count once
-            count = np.rint(np.abs(product[tiny]) * 2.0**-fmt.min_subnormal_exponent).astype(np.uint16)
-            result[tiny] = count | np.where(np.signbit(product[tiny]), fmt.sign_mask, 0).astype(np.uint16)
-            return result
+            return bf16_products(value_table(fmt)[bits[0]] * value_table(fmt)[bits[1]])  # exact in float64
         table = _float32_table(fmt)
         x = [table[b] for b in bits]
         if op == "add":

@@ -318,9 +318,11 @@ class Progress:
         desc = f"{jobs[0].op} {jobs[0].format} {jobs[0].rounding}" if len(jobs) == 1 else f"{len(jobs)} jobs"
         self.enabled, self.total, self.initial = enabled, total, done
         self.stream = stream or sys.stderr
-        self.options = dict(total=total, desc=desc, unit=" cases", unit_scale=True, bar_format=_BAR_FORMAT)
+        self.desc = desc
+        self.options = dict(total=total, unit=" cases", unit_scale=True, bar_format=_BAR_FORMAT)
         tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.bar = tqdm(initial=done, file=self.stream, mininterval=0.2, **self.options) if enabled and tty else None
+        self.bar = (tqdm(initial=done, file=self.stream, mininterval=0.2, desc=desc, **self.options)
+                    if enabled and tty else None)
         self.began = self.last = time.perf_counter()
 
     def update(self, cases_done: int, mismatches: int, final: bool = False) -> None:
@@ -337,7 +339,7 @@ class Progress:
         if final or now - self.last >= self.log_interval:
             self.last = now
             line = tqdm.format_meter(cases_done, elapsed=now - self.began, initial=self.initial, ncols=100,
-                                     ascii=True, postfix=postfix, **self.options)
+                                     ascii=True, postfix=postfix, prefix=self.desc, **self.options)
             self.stream.write(line + "\n")
             self.stream.flush()
 

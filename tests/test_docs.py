@@ -141,13 +141,13 @@ def test_shell_commands(page: Path, line: str, shown: list[str], capsys):
 def test_the_readme_says_what_the_test_command_installs_and_how_to_avoid_the_cuda_build():
     """A new user got 3 GB of CUDA wheels from the test command without a word of warning."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    test_command = 'pip install -e ".[dev,crosscheck,dask]" && python -m pytest -q'
+    test_command = 'pip install -c constraints.txt -e ".[dev,crosscheck,dask]" && python -m pytest -q'
     cpu_first = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
     assert test_command in readme and cpu_first in readme
     section = readme[readme.index("Run the tests"):readme.index("## A 30-second tour")]
     assert "3 GB" in section and "CPU build" in section and "crosscheck" in section
     # CI runs the README's command verbatim, after installing a CPU build that satisfies the extra.
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert test_command in ci and ci.index("torch==") < ci.index(test_command)
+    assert test_command in ci and ci.index("-c constraints.txt torch") < ci.index(test_command)
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert 'crosscheck = ["torch>=2.1"]' in pyproject
+    assert re.search(r'crosscheck = \["torch>=[0-9.]+"\]', pyproject)

@@ -15,6 +15,25 @@ def test_numba_without_the_cache_hook_is_an_import_error_naming_its_version():
         cache._install(fake_numba)
 
 
+def test_the_locators_of_numba_before_0_62_are_found_under_their_underscored_names():
+    """Numba 0.59-0.61 name the locator classes with a leading underscore; the hook is the same."""
+    class Locator:
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            return cls()
+
+    names = ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
+    caching = types.SimpleNamespace(CacheImpl=type("CacheImpl", (), {"_locator_classes": ["numba's own"]}),
+                                    **{"_" + name: type("_" + name, (Locator,), {}) for name in names})
+    cache._install(types.SimpleNamespace(__version__="0.59.0", core=types.SimpleNamespace(caching=caching)))
+    installed = caching.CacheImpl._locator_classes
+    assert [c.__name__ for c in installed[:3]] == ["KernelTree" + name for name in names]
+    assert [c.__mro__[1] for c in installed[:3]] == [getattr(caching, "_" + name) for name in names]
+    assert installed[3:] == ["numba's own"]
+    assert installed[0].from_function(None, cache.__file__) is not None  # a kernel file: located
+    assert installed[0].from_function(None, __file__) is None             # any other file: not ours
+
+
 def test_importing_softfloat16_fails_when_the_hook_is_gone():
     """The same through a real import: no silent fall-back to Numba's own (stale) cache stamps."""
     code = "import numba.core.caching as c; del c.CacheImpl._locator_classes; import softfloat16"

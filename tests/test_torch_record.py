@@ -165,7 +165,7 @@ SPECIALS = [0.0, -0.0, 1.0, -2.5, float("inf"), float("-inf"), float("nan"), 1e-
 def test_values_are_stored_as_their_bit_patterns(dtype, fmt, numpy_dtype, width):
     with np.errstate(over="ignore"):  # 3e38 overflows the narrow formats: inf (or NaN), as intended
         patterns = np.array(SPECIALS, np.float64).astype(numpy_dtype).view(width)
-    patterns = np.concatenate([patterns, np.array([1, patterns[6] | 1], width)])  # smallest subnormal, NaN payload
+    patterns = np.concatenate([patterns, np.array([1, patterns[6] | width(1)], width)])  # min subnormal, NaN payload
     tensor = tensor_from_value(fmt, patterns.reshape(3, 4))
     assert tensor.dtype == dtype
     stored_fmt, stored = tensor_value(tensor.t())  # a non-contiguous view: stored in row-major order

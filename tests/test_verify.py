@@ -185,12 +185,36 @@ def test_round_fraction_agrees_with_the_oracle():
                 assert exact.round_fraction(x, fmt, mode)[0] == round_oracle(x, fmt, mode, False)
 
 
-def test_ml_dtypes_float64_to_bfloat16_double_rounds():
-    # why the reference never converts float64 -> bfloat16 with ml_dtypes: it goes via float32
+def test_ml_dtypes_float64_to_bfloat16_by_version():
+    """ml_dtypes before 0.7 converts float64 -> bfloat16 through float32 (two roundings); 0.7 and later
+    round once. Each version's behaviour is asserted, and the reference's flag must name it."""
     import ml_dtypes
     x = 1 + 2.0**-8 + 2.0**-40  # just above the midpoint between 1 and 1 + 2^-7
-    assert int(np.array([x]).astype(ml_dtypes.bfloat16).view(np.uint16)[0]) == 0x3F80  # wrong
     assert exact.round_fraction(Fraction(x), sf.bf16, "rne")[0] == 0x3F81
+    got = int(np.array([x]).astype(ml_dtypes.bfloat16).view(np.uint16)[0])
+    assert got == (0x3F81 if reference.ml_dtypes_rounds_correctly() else 0x3F80)  # before 0.7: two roundings
+
+
+def test_bf16_products_are_rounded_once_both_ways():
+    """The reference's two ways of rounding an exact float64 product to BF16 (ml_dtypes' float64
+    conversion; float32 then rint of the count of 2^-133) agree on every product of two significands
+    scaled across the subnormal range, under every ml_dtypes version: a product has at most 16
+    significant bits, so float32 rounds only products below 2^-134, which round to zero either way.
+    Both are held to the Fraction oracle on a sample and on each tie."""
+    significands = sf.bf16.to_float(np.arange(0x3F80, 0x4000, dtype=np.uint16))
+    grid = np.multiply.outer(significands, significands).ravel()
+    products = np.concatenate([grid * 2.0**shift for shift in range(-137, -124)])
+    products = np.concatenate([products, -products])
+    by_ml_dtypes = reference.bf16_products(products, by_ml_dtypes=True)
+    by_rint = reference.bf16_products(products, by_ml_dtypes=False)
+    assert np.array_equal(by_ml_dtypes, by_rint)
+    assert np.array_equal(reference.bf16_products(products), by_rint)
+    rng = np.random.default_rng(11)
+    ties = np.flatnonzero(np.abs(products) * 2.0**134 % 2 == 1)  # odd multiples of half the smallest step
+    assert ties.size > 10
+    for i in np.concatenate([rng.choice(products.size, 2000, replace=False), ties]):
+        x = Fraction(float(products[i]))
+        assert int(by_rint[i]) == round_oracle(x, sf.bf16, "rne", x < 0), (float(products[i]), hex(by_rint[i]))
 
 
 # --- the verifier on slices of the exhaustive rows ---------------------------------------------

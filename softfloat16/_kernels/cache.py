@@ -41,10 +41,12 @@ def _install(numba_module=None) -> None:
             "it a cached kernel could outlive an edit of the code it inlines and give wrong bits. Install a "
             "Numba that has it (0.68 does)."
         )
-    bases = (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)
+    # public names from Numba 0.62; the same classes carry a leading underscore before that
+    bases = {name: getattr(caching, name, None) or getattr(caching, "_" + name)
+             for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")}
     stamp = kernel_tree_hash()
 
-    def make(base):
+    def make(name, base):
         class KernelTreeLocator(base):
             def get_source_stamp(self):
                 return stamp
@@ -55,11 +57,11 @@ def _install(numba_module=None) -> None:
                     return None
                 return super().from_function(py_func, py_file)
 
-        KernelTreeLocator.__name__ = f"KernelTree{base.__name__}"
+        KernelTreeLocator.__name__ = f"KernelTree{name}"
         return KernelTreeLocator
 
     if not any(getattr(c, "__name__", "").startswith("KernelTree") for c in impl._locator_classes):
-        impl._locator_classes = [make(b) for b in bases] + list(impl._locator_classes)
+        impl._locator_classes = [make(name, base) for name, base in bases.items()] + list(impl._locator_classes)
 
 
 _install()

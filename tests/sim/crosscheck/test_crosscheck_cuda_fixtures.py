@@ -18,7 +18,7 @@ FIXTURES = sorted((pathlib.Path(__file__).parents[2] / "data" / "cuda").glob("*.
 
 
 @pytest.mark.skipif(not FIXTURES, reason="no CUDA dumps under tests/data/cuda/ (run bench/gpu_check.sh on a GPU)")
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])  # pytest 7 calls an id function on []
 def test_cuda_dump_replays_on_the_emulator(path):
     dump = load_dump(path)
     plan = Plan.from_config(TrainConfig.from_dict(dump.config), dump.steps)
