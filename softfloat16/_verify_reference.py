@@ -390,7 +390,9 @@ def bf16_products(product: np.ndarray, by_ml_dtypes: bool | None = None) -> np.n
     """Exact float64 products rounded (RNE) to BF16: by ml_dtypes' float64 -> bfloat16 (default: where
     it rounds once), or by float32 (exact >= 2^-126) and, below, ``rint`` of the integer count of
     2^-133 (every BF16 there is a multiple of it)."""
-    if by_ml_dtypes if by_ml_dtypes is not None else ml_dtypes_rounds_correctly():
+    if by_ml_dtypes is None:
+        by_ml_dtypes = ml_dtypes_rounds_correctly()
+    if by_ml_dtypes:
         import ml_dtypes
         return product.astype(ml_dtypes.bfloat16).view(np.uint16)
     fmt = parse_format("bf16")
