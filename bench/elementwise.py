@@ -26,7 +26,7 @@ from machine import describe_machine  # noqa: E402  (bench/machine.py, beside th
 
 OPS = ("add", "mul", "div", "sqrt", "fma")
 # (format, op) -> (what the time is divided by, the largest ratio that meets the target): a peer
-# of the same run, or "add", the same format's add. Issues #2 (fp16 div, sqrt) and #15 (the rest).
+# of the same run, or "add", the same format's add.
 TARGETS = {("fp16", "add"): ("numpy float16", 0.3), ("fp16", "mul"): ("numpy float16", 0.3),
            ("fp16", "div"): ("numpy float16", 1.0), ("fp16", "sqrt"): ("numpy float16", 1.0),
            ("bf16", "add"): ("ml_dtypes bfloat16", 1.0), ("bf16", "mul"): ("ml_dtypes bfloat16", 1.0),

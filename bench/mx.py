@@ -3,7 +3,7 @@ torchao is installed, on one thread.
 
     python bench/mx.py [--n 4194304] [--repeat 5]
 
-The target of issue 10: mxfp8_e4m3 from 2**22 float32 values (blocks of 32 along the last axis,
+The target: mxfp8_e4m3 from 2**22 float32 values (blocks of 32 along the last axis,
 scale rule floor, round to nearest even) in at most 3 ns per element. Every figure is ns per
 element, best of --repeat after a warm-up call (which compiles, or loads from Numba's cache; its
 time is printed too), measured in turns with the other cases. The other formats and options are

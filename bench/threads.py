@@ -4,7 +4,7 @@
 
 - Per operation: best time of one call on 1 thread and on --threads threads
   (``sf.set_num_threads``), measured in turns so that a noisy neighbour slows both alike, and the
-  speedup. Target (issue #15): >= 1.7x with 2 threads on 2^22-element arrays and on the
+  speedup. Target: >= 1.7x with 2 threads on 2^22-element arrays and on the
   (256x256) @ (256x256) matmul.
 - Where splitting starts to pay: fp32 add at sizes 2^12 to 2^20 with the size threshold lifted,
   1 thread against --threads, to check ``softfloat16.threads.PARALLEL_MIN_ELEMENTS``.
@@ -28,7 +28,7 @@ import softfloat16.linalg as linalg  # noqa: E402
 from softfloat16 import threads  # noqa: E402
 from machine import describe_machine  # noqa: E402  (bench/machine.py, beside this script)
 
-TARGET = 1.7  # issue #15, for 2 threads
+TARGET = 1.7  # the speedup to reach with 2 threads
 
 
 def best_by_threads(fn, counts, repeat):

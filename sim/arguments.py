@@ -20,6 +20,8 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from softfloat16.atomic import open_atomic
+
 from sim.config import (
     ACCUMULATIONS, DATASETS, FP8_SCALINGS, GRAD_ROUNDINGS, LOSS_SCALES, OPTIMIZERS, PRECISIONS, TrainConfig,
 )
@@ -249,22 +251,16 @@ def check_output_dir(flag: str, path: str) -> bool:
 
 def write_text_atomically(path: str, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same directory and a
-    rename: a reader never sees half a file, and a failure leaves no file behind.
+    rename (``softfloat16.atomic``): a reader never sees half a file, a failure leaves no file
+    behind, and the file gets the permissions of any file ``open()`` creates.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "note.txt")
     >>> write_text_atomically(path, "done\\n"); open(path).read(), os.listdir(os.path.dirname(path))
     ('done\\n', ['note.txt'])
     """
-    descriptor, temporary = tempfile.mkstemp(prefix=".sim-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    with open_atomic(path, "w", encoding="utf-8", prefix=".sim-") as file:
+        file.write(text)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """``python -m sim``: subcommands ``train`` (here), ``report`` (:mod:`sim.report`; also what
 ``python -m sim`` runs with no arguments) and ``crosscheck`` (:mod:`sim.crosscheck`, when present).
 
-``train`` flags follow the issue: precision, loss scaling, master weights, clipping (and the
+``train`` flags: precision, loss scaling, master weights, clipping (and the
 clip-before-unscale bug on purpose), optimizer, budget, seed, JSON report, checkpoint and resume.
 With ``--resume``, flags left out are taken from the checkpoint and flags given must agree with
 it (only ``--steps`` may grow). Bad combinations exit with status 2 and one clear message, before
@@ -14,7 +14,7 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from tqdm import tqdm
@@ -25,14 +25,19 @@ from sim.arguments import (
 from sim.checkpoint import CheckpointError, load_checkpoint
 from sim.diagnostics import StepRecord
 from sim.train import TrainConfig, Trainer
+from softfloat16.compiling import CompileNotices
 
 __all__ = ["main", "parse_arguments"]
 
 
 def _parser() -> argparse.ArgumentParser:
+    from sim import report  # light: sim.report imports matplotlib only when drawing
+
     parser = argparse.ArgumentParser(
         prog="python -m sim",
         description="Training on the softfloat16 emulator: mixed precision, loss scaling, diagnostics.",
+        epilog=_bare_command_help(report.add_arguments),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", metavar="{train,report,crosscheck}")
     train = commands.add_parser(
@@ -44,18 +49,25 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--json", metavar="PATH", help="write the run's report as JSON")
     train.add_argument("--checkpoint", metavar="PATH", help="save the state here (every 100 steps and at the end)")
     train.add_argument("--resume", metavar="PATH", help="continue from a checkpoint")
-    report = commands.add_parser(
+    runs = sum(report.run_counts().values())
+    reporting = commands.add_parser(
         "report",
-        help="run the loss-scaling experiment suite and write report.md, results.json and figures (default)",
-        description="Run the nine-recipe loss-scaling suite; write DIR/report.md, DIR/results.json and "
-                    "PNG figures, and print the results table.",
+        help=f"run the report's {runs} training runs and write report.md, results.json and figures (the default)",
+        description=report.description(),
     )
-    from sim.report import add_arguments  # light: sim.report imports matplotlib only when drawing
-
-    add_arguments(report)
+    report.add_arguments(reporting)
     commands.add_parser("crosscheck", help="compare the emulator's training step with a torch reference",
                         add_help=False)
     return parser
+
+
+def _bare_command_help(add_report_arguments: Callable[[argparse.ArgumentParser], None]) -> str:
+    """The end of ``python -m sim --help``: with no subcommand, ``python -m sim`` runs the report,
+    and these are the report's options (the report parser's own, formatted by argparse)."""
+    bare = argparse.ArgumentParser(prog="python -m sim", add_help=False)
+    add_report_arguments(bare)
+    return ("With no subcommand, python -m sim runs the report (python -m sim report) with the report's "
+            "options:\n\n" + bare.format_help())
 
 
 def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]:
@@ -63,7 +75,7 @@ def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]
     if args.resume is None:
         return train_config(given), None
     try:
-        _, meta = load_checkpoint(args.resume)
+        arrays, meta = load_checkpoint(args.resume)  # read and checked once: the trainer is restored from it
         saved = TrainConfig.from_dict(meta["config"])
     except FileNotFoundError:
         raise UsageError(f"--resume: no such file: {args.resume}") from None
@@ -73,7 +85,7 @@ def _config_from(args: argparse.Namespace) -> tuple[TrainConfig, Trainer | None]
         raise UsageError(f"--resume: {args.resume} is not a training checkpoint ({error})") from None
     config = train_config(given, base=saved)
     try:
-        trainer = Trainer.resume(args.resume, config)
+        trainer = Trainer.restore(arrays, meta, config, path=args.resume)
     except (ValueError, OSError) as error:
         raise UsageError(f"--resume: {error}") from None
     return config, trainer
@@ -171,12 +183,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["crosscheck"]:  # its flags belong to sim.crosscheck, not to this parser
         return _crosscheck(argv[1:])
     args = parse_arguments(argv)
-    if args.command == "report":
-        from sim.report import run as run_report
+    # A first run on a machine compiles kernels for minutes: say so while it lasts.
+    with CompileNotices(sys.stderr, label="sim: "):
+        if args.command == "report":
+            from sim.report import run as run_report
 
-        return run_report(args)
-    try:
-        return _train(args)
-    except UsageError as error:
-        print(f"python -m sim train: error: {error}", file=sys.stderr)
-        return 2
+            return run_report(args)
+        try:
+            return _train(args)
+        except UsageError as error:
+            print(f"python -m sim train: error: {error}", file=sys.stderr)
+            return 2

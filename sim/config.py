@@ -36,6 +36,9 @@ LOSS_SCALES = ("none", "static", "dynamic")
 OPTIMIZERS = ("sgd", "adam")
 DATASETS = ("digits", "synthetic")
 DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3}
+# The attribute that marks a config returned by TrainConfig.resolved (dataclasses.replace makes a
+# new, unmarked config, resolved again when asked).
+_RESOLVED = "_resolved"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +82,17 @@ class TrainConfig:
     promote_every: int | None = None
 
     def resolved(self) -> TrainConfig:
-        """This config with the defaults filled in and every field checked (ValueError)."""
+        """This config with the defaults filled in and every field checked (ValueError). A config
+        this method returned is already resolved: resolving it again returns it as it is, without
+        checking it twice (so a resolved config can be handed on, to :class:`sim.train.Trainer`
+        say, at no cost).
+
+        >>> config = TrainConfig(precision="bf16").resolved()
+        >>> config.resolved() is config, dataclasses.replace(config, steps=3).resolved() is config
+        (True, False)
+        """
+        if self.__dict__.get(_RESOLVED):
+            return self
         config = self
         if config.loss_scale is None:
             config = dataclasses.replace(config, loss_scale="dynamic" if config.precision == "fp16" else "none")
@@ -105,6 +118,7 @@ class TrainConfig:
         if config.fp8_margin is None and scaled:
             config = dataclasses.replace(config, fp8_margin=0)
         config._check()
+        object.__setattr__(config, _RESOLVED, True)  # not a field: ==, hash, to_dict and replace ignore it
         return config
 
     def _check_low_precision(self) -> None:

@@ -371,6 +371,14 @@ class Trainer:
     def resume(cls, path: str, config: TrainConfig, dataset: Dataset | None = None) -> Trainer:
         """A trainer restored from the checkpoint at ``path`` (CheckpointError, ValueError)."""
         arrays, meta = load_checkpoint(path)
+        return cls.restore(arrays, meta, config, dataset, path=path)
+
+    @classmethod
+    def restore(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any], config: TrainConfig,
+                dataset: Dataset | None = None, *, path: str = "checkpoint") -> Trainer:
+        """A trainer restored from a checkpoint already read (``load_checkpoint(path)``), so that a
+        caller that looked into it first reads and checks the file once; ``path`` names it in
+        errors (ValueError)."""
         trainer = cls(config, dataset)
         try:
             trainer.load_state_dict(arrays, meta)

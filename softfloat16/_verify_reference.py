@@ -32,27 +32,33 @@ three ways, their values decoded by ml_dtypes; (1) is one float32 operation and 
 (overflow value, NaN or its +0 stand-in, no -0 in FNUZ; ``saturate``) are written afterwards from
 docs/formats-spec.md (``encode_specials``, ``round_float32``). Stochastic rounding with given
 random words is rounded by (3) (``stochastic_round``).
+
+Way (1) lives in ``softfloat16._verify_hardware``; the tables all three ways read (the ops and
+formats covered, the value of every pattern, each format's ordered line, the special results of
+each encoding) in ``softfloat16._verify_tables``. This module holds (2), the NaN results and the
+dispatcher, ``reference``.
 """
 from __future__ import annotations
 
 import functools
 import math
 from fractions import Fraction
-from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
+from ._verify_hardware import hardware_convert, hardware_rne
+from ._verify_hardware import ml_dtypes_rounds_correctly  # noqa: F401  (tests read it from here)
+from ._verify_tables import ARITHMETIC_FORMATS, OPS, SMALL_FORMATS, grid, nan_result, overflow_value, values
 from .exact import round_fraction, round_sqrt
 from .formats import Format, format as parse_format
+from .rounding import ROUNDING_NAMES, Rounding
 
-MODES = ("rne", "rna", "rtz", "rup", "rdn", "rod")
-BINARY = ("add", "sub", "mul", "div")
-OPS = BINARY + ("fma", "sqrt", "convert")
-ARITY = {"add": 2, "sub": 2, "mul": 2, "div": 2, "fma": 3, "sqrt": 1, "convert": 1}
 _OP_CODE = {op: i for i, op in enumerate(OPS)}
 ADD, SUB, MUL, DIV, FMA, SQRT, CONVERT = range(7)
-RNE, RNA, RTZ, RUP, RDN, ROD = range(6)
+# The sign loop's mode codes: the library's (names and codes are labels; the rounding is this module's own).
+RNE, RNA, RTZ, RUP, RDN, ROD = (int(mode) for mode in (Rounding.RNE, Rounding.RNA, Rounding.RTZ, Rounding.RUP,
+                                                      Rounding.RDN, Rounding.ROD))
 
 
 # --- exact rational results (rounded by softfloat16.exact) -----------------------------------------
@@ -75,103 +81,13 @@ def exact_fraction(op: str, operands: list[float]) -> Fraction:
     raise ValueError(f"op: {op!r} has no rational result")
 
 
-# --- format tables -----------------------------------------------------------------------------
+# --- the sign loop's output ----------------------------------------------------------------------
 
-#: Formats whose + - * / sqrt (and fma) the reference rounds: FP16, BF16 and every format of 8 bits
-#: or fewer that has arithmetic (E8M0 has none), with the special values of docs/formats-spec.md.
-ARITHMETIC_FORMATS = ("fp16", "bf16", "fp8_e5m2", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp6_e2m3",
-                      "fp6_e3m2", "fp4_e2m1")
-#: Those of 8 bits or fewer: sums, products and quotients of their values are exact in float64.
-SMALL_FORMATS = ARITHMETIC_FORMATS[2:]
 #: The "NaN" written by the sign loop, mapped to the format's NaN (or stand-in) afterwards.
 _NAN = -1
 #: The sign bit of the sign loop's output, far above every key: a format's own sign bit can be
 #: the key one beyond max finite (0x80 in the FNUZ formats, 0x8 in FP4 E2M1).
 _LOOP_SIGN = 1 << 40
-
-
-def _ml_dtype(fmt: Format):
-    """ml_dtypes' dtype of a format of 8 bits or fewer (None without ml_dtypes)."""
-    try:
-        import ml_dtypes
-    except ImportError:
-        return None
-    return np.dtype(getattr(ml_dtypes, fmt.float_dtype_name))
-
-
-@functools.cache
-def value_table(fmt: Format) -> np.ndarray:
-    """float64 value of every bit pattern of a 16-bit (or narrower) format, by hardware widening
-    (numpy for fp16, the top half of a float32 for bf16, ml_dtypes for the formats of 8 bits or
-    fewer, whose decoding thus owes nothing to this package; without ml_dtypes, ``Format.value``)."""
-    bits = np.arange(1 << fmt.width, dtype=np.uint32)
-    with np.errstate(all="ignore"):
-        if fmt.name == "fp16":
-            return bits.astype(np.uint16).view(np.float16).astype(np.float64)
-        if fmt.name == "bf16":  # a bf16 is the top half of an fp32
-            return (bits << 16).view(np.float32).astype(np.float64)
-        if fmt.width <= 8 and fmt.float_dtype_name and _ml_dtype(fmt) is not None:
-            return bits.astype(np.uint8).view(_ml_dtype(fmt)).astype(np.float64)
-    return np.array([float(fmt.value(int(b))) for b in bits])
-
-
-def values(bits: np.ndarray, fmt: Format) -> np.ndarray:
-    """Exact float64 values of bit patterns."""
-    if fmt.width == 32:
-        with np.errstate(all="ignore"):  # signaling NaNs may warn as they widen
-            return np.asarray(bits, dtype=np.uint32).view(np.float32).astype(np.float64)
-    return value_table(fmt)[bits]
-
-
-class Grid(NamedTuple):
-    """The ordered line of a signed format, read off its table of values."""
-
-    line: np.ndarray     # line[k + top]: the value of key k (the signed magnitude of a pattern)
-    top: int             # the key one beyond max finite
-    fraction_bits: int
-    bias: int            # the exponent field of 1.0
-    emin: int            # log2 of the smallest normal
-    emax: int            # floor(log2(max finite))
-
-
-@functools.cache
-def grid(fmt: Format) -> Grid:
-    """Keys 0 .. max finite are the magnitudes in increasing order in every encoding (special
-    patterns, where there are any, sit above). The ends of the line, keys +-top, hold max finite
-    plus the top binade's spacing: the value rounding with an unbounded exponent would give next
-    (2^(emax+1) in IEEE formats; 480 in E4M3FN, whose 0x7f is its NaN). Rounding needs it as max
-    finite's far neighbour; a result rounded to it has overflowed."""
-    table = value_table(fmt)
-    magnitudes = table[: 1 << (fmt.width - 1)]
-    finite = np.isfinite(magnitudes)
-    max_key = int(np.flatnonzero(finite)[-1])
-    if not finite[: max_key + 1].all() or not np.all(np.diff(magnitudes[: max_key + 1]) > 0):
-        raise ValueError(f"format: {fmt.name}'s patterns are not in the order of their values")
-    biggest = magnitudes[max_key]
-    line = np.append(magnitudes[: max_key + 1], 2 * biggest - magnitudes[max_key - 1])
-    bias = int(np.flatnonzero(magnitudes == 1.0)[0]) >> fmt.fraction_bits
-    return Grid(np.concatenate([-line[:0:-1], line]), max_key + 1, fmt.fraction_bits, bias, 1 - bias,
-                int(math.floor(math.log2(biggest))))
-
-
-def line(fmt: Format) -> np.ndarray:
-    """``grid(fmt).line``."""
-    return grid(fmt).line
-
-
-# --- special values per encoding (docs/formats-spec.md) -------------------------------------------
-
-def nan_result(fmt: Format) -> int:
-    """The pattern of a NaN result (an invalid operation, a NaN operand) compared by class: the
-    default NaN, and in a format without NaN its stand-in +0 (``finite``: FP6, FP4)."""
-    return fmt.default_nan if fmt.has_nan else 0
-
-
-def overflow_value(fmt: Format, negative: np.ndarray, saturate: bool) -> np.ndarray:
-    """Format.overflow_value for an array of signs: also the result of x/0 and of an infinite
-    operand where there is no infinity."""
-    negative = np.asarray(negative, dtype=bool)
-    return np.where(negative, fmt.overflow_value(True, saturate), fmt.overflow_value(False, saturate))
 
 
 def encode_specials(fmt: Format, loop_out: np.ndarray, saturate: bool = False) -> np.ndarray:
@@ -353,7 +269,7 @@ def exact_round(fmt: Format, op: str, mode: str, v: list[np.ndarray], saturate: 
     out = np.empty(v0.size, dtype=np.int64)
     undecided = np.zeros(v0.size, dtype=np.bool_)
     _exact_loop(_OP_CODE[op])(
-        MODES.index(mode), v0, v1, v2, g.line, g.top, g.fraction_bits, g.bias, g.emin, g.emax,
+        int(Rounding[mode.upper()]), v0, v1, v2, g.line, g.top, g.fraction_bits, g.bias, g.emin, g.emax,
         _LOOP_SIGN, _NAN, out, undecided)
     out = encode_specials(fmt, out, saturate)
     settle = np.flatnonzero(undecided)
@@ -365,118 +281,6 @@ def exact_round(fmt: Format, op: str, mode: str, v: list[np.ndarray], saturate: 
             out[i] = round_fraction(exact_fraction(op, args), fmt, mode, saturate=saturate)[0]
     return out.astype(fmt.dtype), int(settle.size)
 
-
-# --- (1) hardware RNE --------------------------------------------------------------------------
-
-def _bf16_from_float32(x: np.ndarray) -> np.ndarray:
-    import ml_dtypes
-    return x.astype(ml_dtypes.bfloat16).view(np.uint16)
-
-
-@functools.cache
-def ml_dtypes_rounds_correctly() -> bool:
-    """Whether ml_dtypes' conversions round correctly (0.7 and later). Earlier releases convert float64
-    to bfloat16 and the formats of 8 bits or fewer through float32 (two roundings), and round float32
-    subnormals in (2^-127, 1.5 * 2^-127) to E8M0's 2^-126: the reference never gives them float64."""
-    try:
-        import ml_dtypes
-    except ImportError:
-        return False
-    major, minor = (int(part) for part in ml_dtypes.__version__.split(".")[:2])
-    return (major, minor) >= (0, 7)
-
-
-def bf16_products(product: np.ndarray, by_ml_dtypes: bool | None = None) -> np.ndarray:
-    """Exact float64 products rounded (RNE) to BF16: by ml_dtypes' float64 -> bfloat16 (default: where
-    it rounds once), or by float32 (exact >= 2^-126) and, below, ``rint`` of the integer count of
-    2^-133 (every BF16 there is a multiple of it)."""
-    if by_ml_dtypes is None:
-        by_ml_dtypes = ml_dtypes_rounds_correctly()
-    if by_ml_dtypes:
-        import ml_dtypes
-        return product.astype(ml_dtypes.bfloat16).view(np.uint16)
-    fmt = parse_format("bf16")
-    result = _bf16_from_float32(product.astype(np.float32))
-    tiny = np.flatnonzero(np.abs(product) < 2.0**fmt.emin)
-    count = np.rint(np.abs(product[tiny]) * 2.0**-fmt.min_subnormal_exponent).astype(np.uint16)
-    result[tiny] = count | np.where(np.signbit(product[tiny]), fmt.sign_mask, 0).astype(np.uint16)
-    return result
-
-
-@functools.cache
-def _float32_table(fmt: Format) -> np.ndarray:
-    return value_table(fmt).astype(np.float32)  # exact
-
-
-def round_float32(fmt: Format, y: np.ndarray, saturate: bool = False) -> np.ndarray:
-    """float32 values rounded once (RNE) to a format of 8 bits or fewer by ml_dtypes' conversion,
-    then given docs/formats-spec.md's special values where ml_dtypes differs or has no say: a NaN
-    is ``nan_result`` (ml_dtypes turns a NaN into -0 in FP6/FP4), an infinite y (x/0) and a
-    finite y that overflowed (ml_dtypes: inf or NaN) the overflow value, with ``saturate`` too.
-    Overflow itself is ml_dtypes' call: rounding with an unbounded exponent beyond max finite."""
-    y = np.asarray(y, dtype=np.float32)
-    out = y.astype(_ml_dtype(fmt)).view(np.uint8).astype(np.int64)
-    nan = np.isnan(y)
-    overflowed = ~nan & (np.isinf(y) | ~np.isfinite(value_table(fmt)[out]))
-    if fmt.encoding == "finite":  # ml_dtypes saturates: max finite is its answer to overflow
-        overflowed |= np.isfinite(y) & (np.abs(y) > value_table(fmt)[fmt.max_finite])
-    out[overflowed] = overflow_value(fmt, np.signbit(y[overflowed]), saturate)
-    out[nan] = nan_result(fmt)
-    return out.astype(fmt.dtype)
-
-
-def hardware_rne(fmt: Format, op: str, bits: list[np.ndarray], saturate: bool = False) -> np.ndarray:
-    """RNE results of + - * / sqrt on bit patterns via host floats (NaNs: some qNaN). FP16 and
-    BF16 as the module docstring says; the formats of 8 bits or fewer through one float32
-    operation (exact for + - *; for / and sqrt p' = 24 >= 2p + 2 with p <= 4, and every quotient
-    and root of their values is a float32 normal) and ml_dtypes' float32 -> format (``round_float32``)."""
-    if fmt.name not in ARITHMETIC_FORMATS or op not in BINARY + ("sqrt",):
-        raise ValueError(f"no hardware RNE path for {fmt.name} {op}")
-    if saturate and fmt.name not in SMALL_FORMATS:
-        raise ValueError(f"no hardware path for {fmt.name} with saturate")
-    with np.errstate(all="ignore"):
-        if fmt.name == "bf16" and op == "mul":
-            return bf16_products(value_table(fmt)[bits[0]] * value_table(fmt)[bits[1]])  # exact in float64
-        table = _float32_table(fmt)
-        x = [table[b] for b in bits]
-        if op == "add":
-            y = x[0] + x[1]
-        elif op == "sub":
-            y = x[0] - x[1]
-        elif op == "mul":
-            y = x[0] * x[1]
-        elif op == "div":
-            y = x[0] / x[1]
-        else:
-            y = np.sqrt(x[0])
-        if fmt.name == "fp16":
-            return y.astype(np.float16).view(np.uint16)
-        if fmt.name == "bf16":
-            return _bf16_from_float32(y)
-        return round_float32(fmt, y, saturate)
-
-
-def hardware_convert(src: Format, dst: Format, bits: np.ndarray, saturate: bool = False) -> np.ndarray:
-    """RNE conversion by numpy (float32 -> float16, direct) or ml_dtypes (float32 -> bfloat16 and
-    the formats of 8 bits or fewer, direct); narrower sources are first widened to float32,
-    exactly. NaNs are quieted (into a format without NaN: +0)."""
-    with np.errstate(all="ignore"):
-        x = values(bits, src).astype(np.float32)
-        if dst.name in SMALL_FORMATS:
-            return round_float32(dst, x, saturate)
-        if saturate:
-            raise ValueError(f"no hardware conversion to {dst.name} with saturate")
-        if dst.name == "fp32":
-            out = x.view(np.uint32).copy()
-        elif dst.name == "fp16":
-            out = x.astype(np.float16).view(np.uint16)
-        elif dst.name == "bf16":
-            out = _bf16_from_float32(x)
-        else:
-            raise ValueError(f"no hardware conversion to {dst.name}")
-    nan = np.flatnonzero(np.isnan(x))
-    out[nan] |= out.dtype.type(dst.quiet_bit)  # numpy keeps signaling NaNs
-    return out
 
 
 # --- NaN bits and the dispatcher ------------------------------------------------------------------
@@ -596,8 +400,6 @@ def _ieee_nans(fmt: Format, op: str, bits: list[np.ndarray], src_fmt: Format, ou
     return out
 
 
-#: Sources and destinations of ``convert``.
-CONVERT_FORMATS = ("fp16", "bf16", "fp32") + SMALL_FORMATS
 
 
 def reference(fmt: Format | str, op: str, mode: str, bits: list[np.ndarray],
@@ -618,8 +420,8 @@ def reference(fmt: Format | str, op: str, mode: str, bits: list[np.ndarray],
     ['0x7f', '0x7e']
     """
     fmt = parse_format(fmt)
-    if mode not in MODES:
-        raise ValueError(f"rounding: unknown mode {mode!r}; accepted: {', '.join(MODES)}")
+    if mode not in ROUNDING_NAMES:
+        raise ValueError(f"rounding: unknown mode {mode!r}; accepted: {', '.join(ROUNDING_NAMES)}")
     if op not in OPS:
         raise ValueError(f"op: unknown op {op!r}; accepted: {', '.join(OPS)}")
     src_fmt = parse_format(src) if src is not None else fmt

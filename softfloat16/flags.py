@@ -1,5 +1,6 @@
 """IEEE 754 exception flags: a module of its own so that the kernels' entry points (``ops``) and
-the exact reference (``exact``) share the values without one importing the other."""
+the exact reference (``exact``) share the values without one importing the other. The kernels
+keep a copy of the bit values (softfloat16/_kernels/core.py), held equal by tests/test_constants.py."""
 from __future__ import annotations
 
 import enum

@@ -51,9 +51,9 @@ class TensorCore:
     Comput. Sci. 7:e330 (2021) measured this structure on V100/T4/A100: exact products, alignment
     to the largest magnitude with the accumulator among the terms, truncation without guard bits,
     one normalisation, round-toward-zero output. The Hopper parameters (16 products per block, 25
-    fraction bits) are those the project's design notes record for H100/H200, from later
-    measurements on Hopper (Khattak and Mikaitis, "Accurate Models of NVIDIA Tensor Cores",
-    arXiv:2512.07004, model V100/A100/H100/B200 bit-accurately). This repository has not measured
+    fraction bits) for H100/H200 come from later measurements on Hopper (Khattak and Mikaitis,
+    "Accurate Models of NVIDIA Tensor Cores", arXiv:2512.07004, model V100/A100/H100/B200
+    bit-accurately). This repository has not measured
     them itself; ``bench/gpu_check.sh`` compares the model with cuBLAS when a GPU is available.
     Where the hardware aligns on exponent sums rather than on each product's leading bit, or
     saturates differently on overflow, this model would be off by one bit in rare cases.
@@ -73,7 +73,7 @@ class TensorCore:
                 raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
 
 
-#: Tensor-core parameters by GPU as the design notes record them (FP16/BF16 in, FP32 accumulation).
+#: Tensor-core parameters by GPU, from the measurements above (FP16/BF16 in, FP32 accumulation).
 TENSOR_CORES = {
     "h100": TensorCore(products_per_block=16, fraction_bits=25),
     "h200": TensorCore(products_per_block=16, fraction_bits=25),

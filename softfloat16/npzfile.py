@@ -13,9 +13,9 @@ ordinary uncompressed .npz (``np.load(path, allow_pickle=False)`` opens it):
   array in name order, its name, dtype, shape and bytes, then the metadata's JSON bytes.
 
 Saving writes a temporary file in the target's directory, flushes and fsyncs it, then renames it
-over the target (``os.replace`` is atomic), so a crash or error leaves either the old file or
-the new one, never a partial file. Entries carry a fixed timestamp, so equal contents give
-byte-identical files.
+over the target (``softfloat16.atomic``), so a crash or error leaves either the old file or the
+new one, never a partial file; the file gets the permissions of any file ``open()`` creates.
+Entries carry a fixed timestamp, so equal contents give byte-identical files.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numpy.lib import format as npy_format
+
+from .atomic import open_atomic
 
 __all__ = ["CONTAINER", "SCHEMA_VERSION", "NpzFileError", "load_npz", "plain_json", "save_npz"]
 
@@ -170,25 +171,13 @@ def save_npz(
         "arrays": sorted(arrays),
         "sha256": _digest(arrays, meta_json),
     }
-    directory = os.path.dirname(os.path.abspath(path))
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory
-    )
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-                for name in header["arrays"]:
-                    _write_entry(archive, name, arrays[name])
-                _write_entry(archive, _META, np.frombuffer(meta_json, dtype=np.uint8))
-                _write_entry(archive, _HEADER, _json_array(header))
-            file.flush()
-            os.fsync(file.fileno())  # the bytes are on disk before the name points at them
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    _fsync_directory(directory)
+    with open_atomic(path, "wb") as file:
+        with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+            for name in header["arrays"]:
+                _write_entry(archive, name, arrays[name])
+            _write_entry(archive, _META, np.frombuffer(meta_json, dtype=np.uint8))
+            _write_entry(archive, _HEADER, _json_array(header))
+    _fsync_directory(os.path.dirname(os.path.abspath(path)))
 
 
 def _read_json_entry(npz: Any, entry: str, path: str) -> tuple[Any, bytes]:

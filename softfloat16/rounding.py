@@ -5,7 +5,9 @@ import enum
 
 
 class Rounding(enum.IntEnum):
-    """IEEE 754 rounding-direction attributes, plus round-to-odd. Values are the kernel codes."""
+    """IEEE 754 rounding-direction attributes, plus round-to-odd and stochastic rounding: the one
+    list of rounding modes. Values are the kernel codes (the kernels keep a copy, held equal by
+    tests/test_constants.py); the lowercase member names are the modes' names."""
 
     RNE = 0  # roundTiesToEven
     RNA = 1  # roundTiesToAway
@@ -16,9 +18,11 @@ class Rounding(enum.IntEnum):
     SR = 6   # stochastic rounding (docs/formats-spec.md): needs seed= or random_bits=
 
 
-# The deterministic modes; "sr" is parsed too, and listed in every error message.
-ROUNDING_NAMES = ("rne", "rna", "rtz", "rup", "rdn", "rod")
-_ALL_NAMES = (*ROUNDING_NAMES, "sr")
+#: Every mode's name, in the order of the codes: ``("rne", "rna", "rtz", "rup", "rdn", "rod", "sr")``.
+ALL_ROUNDING_NAMES = tuple(mode.name.lower() for mode in Rounding)
+#: The deterministic modes (all but "sr", which needs randomness; it is parsed too, and listed in
+#: every error message).
+ROUNDING_NAMES = tuple(name for name in ALL_ROUNDING_NAMES if name != "sr")
 
 _ALIASES = {
     "nearest_even": "rne", "nearest": "rne", "ties_to_even": "rne",
@@ -39,7 +43,7 @@ def accepted_rounding_names() -> str:
     """
     return "; ".join(
         f"{name} ({', '.join(alias for alias, target in _ALIASES.items() if target == name)})"
-        for name in _ALL_NAMES
+        for name in ALL_ROUNDING_NAMES
     )
 
 
@@ -57,6 +61,6 @@ def parse_rounding(rounding: str | Rounding) -> Rounding:
     if isinstance(rounding, str):
         key = rounding.strip().lower()
         key = _ALIASES.get(key, key)
-        if key in _ALL_NAMES:
+        if key in ALL_ROUNDING_NAMES:
             return Rounding[key.upper()]
     raise ValueError(f"rounding: unknown rounding mode {rounding!r}; accepted: {accepted_rounding_names()}")

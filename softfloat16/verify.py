@@ -3,9 +3,9 @@
 Each job (format x op x rounding mode) is cut into chunks of 2^22 cases with a fixed content (an
 index range of the operand space, or a seeded random draw), so results never depend on how many
 worker processes ran them, or which Dask workers (``scheduler=``), or in which order; finished
-chunks are recorded in an optional JSON checkpoint so that an interrupted run resumes where it
-stopped, here or on a cluster. ``verify_jobs`` runs several jobs as one stream of chunks
-(``softfloat16.verify_table``: the rows of docs/verification.md). The reference is
+chunks are recorded in an optional JSON checkpoint (``softfloat16.verify_checkpoint``) so that an
+interrupted run resumes where it stopped, here or on a cluster. ``verify_jobs`` runs several jobs
+as one stream of chunks (``softfloat16.verify_table``: the rows of docs/verification.md). The reference is
 ``softfloat16._verify_reference`` (host float hardware where provably exact, else exact signs
 with error-free transformations, else ``fractions.Fraction`` through ``softfloat16.exact``).
 
@@ -17,23 +17,24 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import json
 import multiprocessing
 import os
 import socket
 import sys
-import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm import tqdm
 
 from . import _verify_reference as reference
+from ._verify_tables import ARITHMETIC_FORMATS, ARITY, BINARY, CONVERT_FORMATS, OPS
 from .compare import to_hex
 from .formats import Format, format as parse_format
 from .ops import convert as core_convert
+from .rounding import ALL_ROUNDING_NAMES
 from .threads import get_num_threads, set_num_threads
+from .verify_checkpoint import load_checkpoint, save_checkpoint
+from .verify_progress import Progress
 
 __all__ = ["CHUNK", "DEFAULT_FMA_C", "Job", "SchedulerError", "Summary", "check_chunk", "format_summary", "verify",
            "verify_jobs"]
@@ -41,7 +42,7 @@ __all__ = ["CHUNK", "DEFAULT_FMA_C", "Job", "SchedulerError", "Summary", "check_
 CHUNK = 1 << 22            # cases per chunk: the unit of sharding and of checkpointing
 BLOCK = 1 << 18            # cases per core/reference call inside a chunk (cache-sized)
 MAX_EXAMPLES = 10          # mismatches kept per chunk and in the summary
-FORMATS = reference.ARITHMETIC_FORMATS
+FORMATS = ARITHMETIC_FORMATS
 
 
 def _default_fma_c(fmt: Format) -> tuple[int, ...]:
@@ -76,10 +77,10 @@ class Job:
     def __post_init__(self) -> None:
         fmt = parse_format(self.format)
         object.__setattr__(self, "format", fmt.name)
-        if self.op not in reference.OPS:
-            raise ValueError(f"op: unknown op {self.op!r}; accepted: {', '.join(reference.OPS)}")
-        if self.rounding not in reference.MODES + ("sr",):
-            raise ValueError(f"rounding: unknown mode {self.rounding!r}; accepted: {', '.join(reference.MODES)}, sr")
+        if self.op not in OPS:
+            raise ValueError(f"op: unknown op {self.op!r}; accepted: {', '.join(OPS)}")
+        if self.rounding not in ALL_ROUNDING_NAMES:
+            raise ValueError(f"rounding: unknown mode {self.rounding!r}; accepted: {', '.join(ALL_ROUNDING_NAMES)}")
         if isinstance(self.sr_bits, bool) or not isinstance(self.sr_bits, int) or not 1 <= self.sr_bits <= 32:
             raise ValueError(f"sr_bits: expected an integer from 1 to 32, got {self.sr_bits!r}")
         if self.rounding == "sr" and self.method == "hardware":
@@ -91,8 +92,8 @@ class Job:
         if self.op == "convert":
             source = parse_format(self.source or ("fp32" if fmt.name != "fp32" else "fp16")).name
             object.__setattr__(self, "source", source)
-            if source == fmt.name or {source, fmt.name} - set(reference.CONVERT_FORMATS):
-                raise ValueError(f"convert: supported between {', '.join(reference.CONVERT_FORMATS)}, "
+            if source == fmt.name or {source, fmt.name} - set(CONVERT_FORMATS):
+                raise ValueError(f"convert: supported between {', '.join(CONVERT_FORMATS)}, "
                                  f"not {source} -> {fmt.name}")
         else:
             if fmt.name not in FORMATS:
@@ -117,7 +118,7 @@ class Job:
     @property
     def space_bits(self) -> int:
         """log2 of the exhaustive operand space (per c value for fma)."""
-        arity = 2 if self.op in reference.BINARY + ("fma",) else 1
+        arity = 2 if self.op in BINARY + ("fma",) else 1
         return arity * self.input_format.width
 
     @property
@@ -186,7 +187,7 @@ def _operands(job: Job, chunk: int, start: int, count: int) -> list[np.ndarray]:
     fmt = job.input_format
     if not job.exhaustive:
         rng = np.random.default_rng([job.seed, chunk, start])
-        arity = reference.ARITY[job.op]
+        arity = ARITY[job.op]
         return [rng.integers(0, 1 << fmt.width, count, dtype=np.uint64).astype(fmt.dtype) for _ in range(arity)]
     index = np.arange(start, start + count, dtype=np.uint64)
     per_c = np.uint64(1 << job.space_bits)
@@ -264,86 +265,6 @@ def check_chunk(job: Job, chunk: int) -> ChunkResult:
     return result
 
 
-# --- checkpoint and progress -----------------------------------------------------------------
-
-def _job_key(job: Job) -> dict:
-    d = asdict(job)
-    d["fma_c"] = list(d["fma_c"])
-    if not d["saturate"]:
-        del d["saturate"]  # the key of checkpoints written before these options existed
-    if d["rounding"] != "sr":
-        del d["sr_bits"]
-    return d
-
-
-def _load_checkpoint(path: str, job: Job) -> dict:
-    if not path or not os.path.exists(path):
-        return {"job": _job_key(job), "chunks": {}, "examples": [], "seconds": 0.0}
-    with open(path) as f:
-        state = json.load(f)
-    if state.get("job") != _job_key(job):
-        raise ValueError(f"checkpoint: {path} records a different job ({state.get('job')}); "
-                         "use another file or delete it")
-    return state
-
-
-def _save_checkpoint(path: str, state: dict) -> None:
-    """Write atomically: a temporary file in the same directory, then rename over the old one."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".verify-", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-# A percentage with one decimal, so that a finished run reads "100.0%" in a terminal and a log alike.
-_BAR_FORMAT = "{desc} {percentage:5.1f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
-
-
-class Progress:
-    """Progress on stderr: a tqdm bar on a terminal, or tqdm's same line every 30 s (a log file)."""
-
-    log_interval = 30.0   # seconds between lines in a log
-
-    def __init__(self, job: Job | list[Job], enabled: bool, done: int = 0, stream=None):
-        jobs = list(job) if isinstance(job, (list, tuple)) else [job]
-        total = sum(j.cases for j in jobs)
-        desc = f"{jobs[0].op} {jobs[0].format} {jobs[0].rounding}" if len(jobs) == 1 else f"{len(jobs)} jobs"
-        self.enabled, self.total, self.initial = enabled, total, done
-        self.stream = stream or sys.stderr
-        self.desc = desc
-        self.options = dict(total=total, unit=" cases", unit_scale=True, bar_format=_BAR_FORMAT)
-        tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.bar = (tqdm(initial=done, file=self.stream, mininterval=0.2, desc=desc, **self.options)
-                    if enabled and tty else None)
-        self.began = self.last = time.perf_counter()
-
-    def update(self, cases_done: int, mismatches: int, final: bool = False) -> None:
-        if not self.enabled:
-            return
-        postfix = f"{mismatches} mismatches"
-        if self.bar is not None:
-            self.bar.set_postfix_str(postfix, refresh=False)
-            self.bar.update(cases_done - self.bar.n)
-            if final:
-                self.bar.close()
-            return
-        now = time.perf_counter()
-        if final or now - self.last >= self.log_interval:
-            self.last = now
-            line = tqdm.format_meter(cases_done, elapsed=now - self.began, initial=self.initial, ncols=100,
-                                     ascii=True, postfix=postfix, prefix=self.desc, **self.options)
-            self.stream.write(line + "\n")
-            self.stream.flush()
-
-
 # --- where chunks run: here, in a process pool, or on a Dask cluster ----------------------------
 
 class SchedulerError(RuntimeError):
@@ -351,7 +272,7 @@ class SchedulerError(RuntimeError):
 
 
 CONNECT_TIMEOUT = 5        # seconds to reach a Dask scheduler: an address that does not answer fails fast
-DASK_EXTRA = "pip install 'softfloat16[dask]'"
+DASK_EXTRA = 'pip install -e ".[dask]" (in the softfloat16 checkout)'
 
 
 def _run_task(task: tuple[int, Job, int, int | None]) -> tuple[int, ChunkResult]:
@@ -489,7 +410,7 @@ class _JobRun:
 
     def __init__(self, job: Job, checkpoint: str | None):
         self.job, self.checkpoint = job, checkpoint
-        self.state = _load_checkpoint(checkpoint, job)
+        self.state = load_checkpoint(checkpoint, job)
         self.done = {int(k): v for k, v in self.state["chunks"].items()}
         self.resumed = len(self.done)
         self.last_save: float | None = None     # None until this run finishes one of its chunks
@@ -519,7 +440,7 @@ class _JobRun:
         self.state["chunks"] = {str(k): v for k, v in sorted(self.done.items())}
         self.state["seconds"] = self.state.get("seconds", 0.0) + (now - self.last_save)
         self.last_save, self.unsaved = now, False
-        _save_checkpoint(self.checkpoint, self.state)
+        save_checkpoint(self.checkpoint, self.state)
 
     def summary(self, began: float, ended: float, runner: _Runner) -> Summary:
         done = self.done.values()
@@ -583,7 +504,7 @@ def verify(format: str, op: str, rounding: str = "rne", *, exhaustive: bool = Fa
     ``workers``: processes (default: the CPU count); ``checkpoint``: JSON file of finished chunks,
     read to resume and rewritten as chunks finish. ``scheduler``: the address of a Dask
     distributed scheduler (``"tcp://host:8786"``) or a ``distributed.Client``: the chunks run as
-    tasks on its workers instead (``pip install 'softfloat16[dask]'``; every worker needs
+    tasks on its workers instead (``pip install -e ".[dask]"`` in the checkout; every worker needs
     softfloat16 installed). The result is the same wherever the chunks ran. Returns a ``Summary``.
 
     >>> s = verify("bf16", "mul", "rup", sample=3000, workers=1)

@@ -31,8 +31,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._verify_reference import BINARY, CONVERT_FORMATS, MODES, SMALL_FORMATS
+from ._verify_tables import BINARY, CONVERT_FORMATS, SMALL_FORMATS
 from .compare import to_hex
+from .rounding import ROUNDING_NAMES
 from .verify import Job, Summary, _workers_text, format_summary, verify_jobs
 
 __all__ = ["Row", "SECTIONS", "TableSummary", "checkpoint_name", "format_table", "run_table", "sampled", "select",
@@ -45,7 +46,8 @@ SECTIONS = {
     "small sr": "8 bits or fewer: stochastic rounding, R = 32 and 2, saturate off and on",
     "small convert": "8 bits or fewer: conversions",
 }
-_PAGE_MODES = ("rne", "rtz", "rup", "rdn", "rna", "rod")   # the 16-bit table's order of modes
+#: The 16-bit table's order of modes: the four of IEEE 754-1985 first (rne rtz rup rdn), then rna and rod.
+_PAGE_MODES = tuple(sorted(ROUNDING_NAMES, key=lambda mode: mode in ("rna", "rod")))
 _FMA_ROWS = (("fp16", 0x0001, "rne"), ("fp16", 0xBC00, "rtz"), ("bf16", 0x0080, "rne"), ("bf16", 0x3F80, "rup"))
 
 
@@ -85,7 +87,7 @@ def table_rows() -> tuple[Row, ...]:
 
     for op in BINARY + ("sqrt", "fma"):
         for fmt in SMALL_FORMATS:
-            jobs = [_exhaustive(fmt, op, mode, saturate=s) for mode in MODES for s in (False, True)]
+            jobs = [_exhaustive(fmt, op, mode, saturate=s) for mode in ROUNDING_NAMES for s in (False, True)]
             if op != "fma":  # fma has no hardware path: "auto" is already the exact method
                 jobs += [_exhaustive(fmt, op, "rne", saturate=s, method="exact") for s in (False, True)]
             rows.append(Row("small", f"{op} {fmt}", tuple(jobs)))
@@ -98,9 +100,11 @@ def table_rows() -> tuple[Row, ...]:
     for fmt in SMALL_FORMATS:
         for src in ("fp16", "bf16"):
             rows.append(Row("small convert", f"{src} -> {fmt}", tuple(
-                _exhaustive(fmt, "convert", mode, source=src, saturate=s) for mode in MODES for s in (False, True))))
+                _exhaustive(fmt, "convert", mode, source=src, saturate=s)
+                for mode in ROUNDING_NAMES for s in (False, True))))
         rows.append(Row("small convert", f"{fmt} -> fp16, bf16, fp32 and the other six formats", tuple(
-            _exhaustive(dst, "convert", mode, source=fmt) for dst in CONVERT_FORMATS if dst != fmt for mode in MODES)))
+            _exhaustive(dst, "convert", mode, source=fmt)
+            for dst in CONVERT_FORMATS if dst != fmt for mode in ROUNDING_NAMES)))
     return tuple(rows)
 
 

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-# CI must be reproducible: the same examples on every run (DEVELOPERS.md: determinism).
+# CI must be reproducible: the same examples on every run (HYPOTHESIS_PROFILE=dev draws new ones).
 settings.register_profile(
     "ci", deadline=None, derandomize=True, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

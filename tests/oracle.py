@@ -48,6 +48,9 @@ __all__ = [
     "to_fraction", "spec",
 ]
 
+# The flag bits, the rounding names and the encodings below are this module's own copies, on
+# purpose (it shares nothing with the library but softfloat16.exact); tests/test_constants.py
+# holds them equal to the library's.
 INEXACT, UNDERFLOW, OVERFLOW, DIVIDE_BY_ZERO, INVALID = 1, 2, 4, 8, 16
 
 # name -> (exponent_bits, fraction_bits); IEEE-style encodings.  Other test

@@ -1,4 +1,4 @@
-"""The public API contract (DESIGN.md): names, argument handling, shapes, dtypes, errors."""
+"""The public API contract (docs/softfloat16.md): names, argument handling, shapes, dtypes, errors."""
 import os
 import subprocess
 import sys

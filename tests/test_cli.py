@@ -142,7 +142,7 @@ def test_verify_command(capsys, tmp_path):
     assert code == 0 and "chunks resumed from a checkpoint: 1" in out and "100.0%" in err
 
 
-# --- bit patterns and rounding names as a new user types them (issue: ambiguous input) ---------
+# --- bit patterns and rounding names as a new user types them (no ambiguous input) -------------
 
 @pytest.mark.parametrize("text, value", [("0x3c00", 0x3C00), ("0X3C00", 0x3C00), ("0b0011110000000000", 0x3C00),
                                          ("15360", 0x3C00), ("7", 7), ("0", 0)])
@@ -204,7 +204,7 @@ def test_a_closed_pipe_ends_every_command_quietly(argv):
     assert done.returncode in (0, 141)
 
 
-# --- the formats of issue 10 --------------------------------------------------------------------
+# --- FP8, FP6, FP4, E8M0 and TF32 --------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, expected", [
     (["0x7e", "-f", "fp8_e4m3fn"], ["fp8_e4m3fn 0x7e = 0 1111 110 (1 sign, 4 exponent, 3 fraction bits; bias 7)",

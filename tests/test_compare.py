@@ -141,7 +141,7 @@ def test_diff_report_lists_first_rows():
     assert "index (2, 3)" not in text and "... and 1 more" in text
 
 
-# --- the formats of issue 10, against ml_dtypes' value tables --------------------------------------
+# --- FP8, FP6, FP4, E8M0 and TF32, against ml_dtypes' value tables ------------------------------
 # Oracle: ml_dtypes decodes every pattern (float32 for TF32 in FP32 layout); nothing of the package's
 # Format decoding is used. (ml_dtypes name, pattern width, fraction bits) written out here.
 

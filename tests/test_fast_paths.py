@@ -212,7 +212,7 @@ def test_pair_tables_match_the_kernel_per_configuration(fmt):
                 assert np.array_equal(long, np.concatenate(short)), (op, options)
 
 
-# --- fma and sqrt (issue #15), and the loops' hand-over for them ---------------------------------
+# --- fma and sqrt, and the loops' hand-over for them ---------------------------------------------
 
 N_TRIPLES = 300
 FMA_FORMATS = ["fp16", "bf16", "fp32", "fp8_e5m2", "tf32"]

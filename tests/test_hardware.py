@@ -158,7 +158,7 @@ def test_x86_profile_matches_torch_cpu(op, fmt_name):
     got = getattr(sf.format(fmt_name), op)(a, b, nan="x86")
     fmt = sf.format(fmt_name)
     is_nan = lambda x: (x & (fmt.sign_mask - 1)) > fmt.inf  # noqa: E731
-    # DESIGN.md: when both operands are NaN, torch's choice depends on code generation.
+    # When both operands are NaN, torch's choice depends on code generation (vectorised loop or tail).
     both = is_nan(a) & is_nan(b)
     diff = (got != want) & ~both
     assert not diff.any(), [(hex(x), hex(y), hex(w), hex(g)) for x, y, w, g in

@@ -29,7 +29,7 @@ def test_every_declared_dependency_is_pinned_inside_its_declared_range():
 
 
 def test_ci_and_the_readme_install_with_the_pins():
-    command = 'pip install -c constraints.txt -e ".[dev,crosscheck,dask]" && python -m pytest -q'
+    command = 'pip install -c constraints.txt -e ".[dev,crosscheck,dask]" && python -m pytest -q -n auto'
     assert command in (ROOT / ".ci" / "run").read_text()
     assert command in (ROOT / "README.md").read_text()
 

@@ -1,5 +1,5 @@
 """Every public function that takes bit arrays takes 0-d arrays and numpy scalars too, and gives
-the answer it gives for a one-element array (issue: diff_report crashed on numpy scalars)."""
+the answer it gives for a one-element array (diff_report once crashed on numpy scalars)."""
 from __future__ import annotations
 
 import numpy as np
@@ -90,7 +90,7 @@ def test_from_float_takes_scalars_and_0d_arrays():
         assert sf.fp16.from_float(x) == expected
 
 
-# --- sf.hex: a readable view of bit arrays (issue: the tour's comments show hex, the shell decimals)
+# --- sf.hex: a readable view of bit arrays (the tour's comments show hex, the shell decimals)
 
 def test_hex_of_scalars_pads_to_the_format_width():
     assert sf.hex(np.uint16(0x3C00)) == "0x3c00" and sf.hex(np.uint8(5)) == "0x05"

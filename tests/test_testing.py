@@ -1,6 +1,8 @@
 """softfloat16.testing: strategies checked with exact rationals, assertion messages, the plugin."""
+import functools
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -320,7 +322,7 @@ def test_strategies_compose_with_the_core(data):
     assert_bits_equal(sf.fp16.add(a, b), sf.fp16.add(b, a), sf.fp16)
 
 
-# --- the formats of issue 10: every strategy and helper, judged by ml_dtypes and Fractions --------
+# --- FP8, FP6, FP4, E8M0, TF32: every strategy and helper, judged by ml_dtypes and Fractions -----
 # Oracle: ml_dtypes decodes every pattern (float32 for TF32 in FP32 layout); widths and fraction
 # bits are written out here, not read from the package's Format.
 
@@ -571,3 +573,134 @@ def test_assertion_helpers_in_the_new_formats():
         assert_within_ulp([0x80, 0xFE], [0x81, 0xFF], sf.e8m0, ulp=1)
     with pytest.raises(ValueError, match="6-bit"):
         assert_bits_equal([0x40], [0x00], sf.fp6_e3m2)
+
+
+# --- near_midpoint(fmt, "convert"): FP32 inputs on or next to the midpoints of the destination -----
+# Oracle: the sorted values of the destination, decoded by numpy / ml_dtypes (TF32: float32 patterns
+# with 13 zero low bits), continued past max finite by one ulp of its binade (p written out below);
+# the FP32 inputs decoded by numpy. The strategy's own Format arithmetic is not used.
+
+CONVERT_DESTINATIONS = {  # name: (numpy dtype name, or "tf32"; pattern width; fraction bits)
+    "fp16": ("float16", 16, 10), "bf16": ("bfloat16", 16, 7), "tf32_fp32": ("tf32", 32, 10),
+    **{name: (dtype, width, fraction) for name, (dtype, width, fraction) in ML_FORMATS.items() if name != "tf32_fp32"},
+}
+
+
+@functools.cache
+def destination_grid(name: str) -> np.ndarray:
+    """Every finite value >= 0 of the format, sorted, then the next value of an unbounded exponent."""
+    _, width, fraction = CONVERT_DESTINATIONS[name]
+    count = 1 << 19 if name == "tf32_fp32" else 1 << width
+    values = destination_values(name, np.arange(count) << (13 if name == "tf32_fp32" else 0))
+    values = np.unique(np.abs(values[np.isfinite(values)]))
+    top = float(values[-1])
+    return np.append(values, top + 2.0 ** (math.floor(math.log2(top)) - fraction))
+
+
+def destination_values(name: str, patterns) -> np.ndarray:
+    """The values (float64) of patterns of the destination format."""
+    import ml_dtypes
+    dtype_name, width, _ = CONVERT_DESTINATIONS[name]
+    if dtype_name == "tf32":
+        stored, dtype = np.asarray(patterns, np.uint32), np.dtype(np.float32)
+    else:
+        dtype = np.dtype(np.float16) if dtype_name == "float16" else np.dtype(getattr(ml_dtypes, dtype_name))
+        stored = np.asarray(patterns, np.uint16 if width == 16 else np.uint8)
+    with np.errstate(invalid="ignore"):  # signaling NaNs
+        return stored.view(dtype).astype(np.float64)
+
+
+def fp32_value(b: int) -> Fraction:
+    assert 0 <= b < 1 << 32, f"{b:#x} is not an FP32 pattern"
+    v = float(np.array([b], np.uint32).view(np.float32)[0])
+    assert math.isfinite(v), f"{b:#x} is not finite"
+    return Fraction(v)
+
+
+@pytest.mark.parametrize("name", list(CONVERT_DESTINATIONS))
+def test_near_midpoint_convert_gives_fp32_values_at_the_midpoints(name):
+    fmt = sf.format(name)
+    grid = destination_grid(name)
+    p = CONVERT_DESTINATIONS[name][2] + 1
+    seen = set()
+    for where in ("on", "near"):
+        drawn = [a for (a,) in collect(near_midpoint(fmt, "convert", where=(where,)), 80)]
+        converted = destination_values(name, sf.convert(np.array(drawn, np.uint32), src=sf.fp32, dst=fmt))
+        for a, result in zip(drawn, converted):
+            x = fp32_value(a)
+            i = int(np.searchsorted(grid, float(abs(x)), side="right")) - 1
+            lo, hi = Fraction(grid[i]), Fraction(grid[i + 1])
+            midpoint = (lo + hi) / 2
+            offset = (abs(x) - lo) / (hi - lo) - Fraction(1, 2)  # in ulps of the destination
+            if where == "on":
+                assert offset == 0, (hex(a), offset)
+            else:
+                assert 0 < abs(offset) < Fraction(2) ** (2 - p), (hex(a), offset)
+                # at most 3 ulps of FP32 from the midpoint, itself an FP32 value
+                assert Fraction(float(np.float32(midpoint))) == midpoint
+                assert abs(abs(x) - midpoint) <= 3 * Fraction(float(np.spacing(np.float32(midpoint)))), hex(a)
+            seen.add(("negative" if a >> 31 else "positive", where, "subnormal" if hi <= grid[1] * 2 ** (p - 1)
+                      else "normal"))
+            if hi > grid[-2]:  # above max finite: the overflow value, not a neighbour
+                seen.add("overflow threshold")
+                continue
+            assert math.isfinite(result), (hex(a), result)
+            value = abs(Fraction(result))
+            assert value in (lo, hi), (hex(a), result)
+            direction = "up" if value == hi else "down"
+            if offset:  # round to nearest: the side of the midpoint the input lies on
+                assert direction == ("up" if offset > 0 else "down"), (hex(a), offset, direction)
+            seen.add(direction)
+    assert {"up", "down"} <= seen  # conversions of the draws round both ways
+    signs = {"positive", "negative"} if name != "e8m0" else {"positive"}
+    assert {s[0] for s in seen if isinstance(s, tuple)} == signs
+    assert {s[1] for s in seen if isinstance(s, tuple)} == {"on", "near"}
+    if name != "e8m0":  # E8M0 has no subnormals
+        assert {s[2] for s in seen if isinstance(s, tuple)} == {"subnormal", "normal"}
+
+
+def test_near_midpoint_convert_reaches_the_extremes():
+    # the midpoint between 0 and the smallest subnormal, and max finite + half an ulp
+    on = near_midpoint(sf.fp16, "convert", where=("on",))
+    for target in (Fraction(2) ** -25, Fraction(65520)):
+        found = find(on, lambda t, target=target: abs(fp32_value(t[0])) == target,
+                     settings=settings(database=None, max_examples=5000))
+        assert abs(fp32_value(found[0])) == target
+
+
+def test_near_midpoint_convert_from_another_source():
+    for (a,) in collect(near_midpoint(sf.fp8_e4m3fn, "convert", src=sf.fp16), 60):
+        x = Fraction(float(np.array([a], np.uint16).view(np.float16)[0]))  # an FP16 pattern
+        grid = destination_grid("fp8_e4m3fn")
+        i = int(np.searchsorted(grid, float(abs(x)), side="right")) - 1
+        lo, hi = Fraction(grid[i]), Fraction(grid[i + 1])
+        assert abs((abs(x) - lo) / (hi - lo) - Fraction(1, 2)) < Fraction(1, 4), hex(a)
+
+
+@pytest.mark.parametrize("args, message", [
+    ((sf.fp32, "convert"), "at least 48 bits of precision .no format of softfloat16 is that wide"),
+    ((sf.fp16, "convert", ("on",), sf.bf16), "at least 22 bits of precision; bf16 has 8"),
+    ((sf.e8m0, "convert", ("on",), sf.fp16), "max finite \\+ half an ulp, beyond fp16's"),
+    ((sf.fp16, "add", ("on",), sf.fp32), "only a conversion has a source format"),
+    ((sf.e8m0, "mul"), "e8m0 is a scale format without arithmetic"),
+])
+def test_near_midpoint_convert_refuses_what_cannot_be_built(args, message):
+    with pytest.raises(ValueError, match=message):
+        near_midpoint(*args)
+
+
+# --- a failing example shows the pattern it drew ------------------------------------------------------
+
+@pytest.mark.parametrize("make", [testfloat_bits, bits, near_overflow, near_underflow],
+                         ids=lambda f: f.__name__)
+def test_a_failing_example_prints_the_pattern(make):
+    @settings(database=None, derandomize=True, max_examples=300, suppress_health_check=list(HealthCheck))
+    @given(make(sf.bf16))
+    def check(b):
+        assert b < 0x8000  # fails for every negative pattern
+
+    with pytest.raises(AssertionError) as info:
+        check()
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert re.search(r"\bb=\d+,", notes), notes  # the integer itself, not the call that built it
+    assert "lambda" not in notes, notes

@@ -203,7 +203,7 @@ UNARY = {
     "square": (lambda x, g: torch.square(x), lambda x, g: x * x),
 }
 # Ops whose torch CPU steps are plain IEEE operations and fmas: bit-identical to the mode (NaN payloads
-# aside). FP32 x**0.5 is not: torch CPU's float32 sqrt is not correctly rounded (DESIGN.md).
+# aside). FP32 x**0.5 is not: torch CPU's float32 sqrt is not correctly rounded (docs/torch.md).
 EXACT = ["tanh_backward", "addcmul", "addcmul value=1", "addcdiv", "lerp 0.1", "lerp 0.9", "lerp -0.3", "lerp 1.7",
          "lerp 0.5", "lerp -0.5", "lerp tensor", "x**2", "x**3", "x**-1", "x**-2", "x**0.5", "x**-0.5", "x**0", "x**1",
          "square", "leaky_relu", "leaky_relu_backward", "hardtanh", "relu6", "hardtanh_backward", "elu_backward result",

@@ -1,11 +1,11 @@
-"""softfloat16.torch.extras (vector norms and clip_grad_norm_, log1p / softplus / mish / log-sigmoid,
-sign, division with a rounding mode, remainder / fmod, arange / linspace / logspace) and
-softfloat16.fp32math.log1p, against independent oracles: float64 log1p; numpy float32 (and float16 /
-ml_dtypes bfloat16) step by step, whose + - * / are correctly rounded and whose fmod and floor are
-exact; fractions.Fraction for the double steps of arange; and native torch 2.13 CPU, bit for bit
-where its steps are plain IEEE operations, within counted bounds where it uses Sleef's exp / log1p /
-tanh / powf. fp32math's exp, tanh and log1p are the only shared pieces of the activation oracles
-(each is checked against float64 on its own)."""
+"""softfloat16.torch's norms (vector norms and clip_grad_norm_), log1p (log1p / softplus / mish /
+log-sigmoid), division (sign, division with a rounding mode, remainder / fmod) and ranges (arange /
+linspace / logspace) modules, and softfloat16.fp32math.log1p, against independent oracles: float64
+log1p; numpy float32 (and float16 / ml_dtypes bfloat16) step by step, whose + - * / are correctly
+rounded and whose fmod and floor are exact; fractions.Fraction for the double steps of arange; and
+native torch 2.13 CPU, bit for bit where its steps are plain IEEE operations, within counted bounds
+where it uses Sleef's exp / log1p / tanh / powf. fp32math's exp, tanh and log1p are the only shared
+pieces of the activation oracles (each is checked against float64 on its own)."""
 from __future__ import annotations
 
 import contextlib
@@ -21,7 +21,6 @@ torch = pytest.importorskip("torch")
 
 import softfloat16 as sf  # noqa: E402
 import softfloat16.torch as sft  # noqa: E402
-import softfloat16.torch.extras  # noqa: E402,F401  (registers its ops until mode.py imports it)
 from softfloat16 import fp32math  # noqa: E402
 from softfloat16.torch.tensors import bits, from_bits  # noqa: E402
 

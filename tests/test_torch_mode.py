@@ -114,7 +114,7 @@ def test_binary_ops_match_torch_cpu(name, dtype):
     fmt = FORMATS[dtype]
     both_nan = fmt.is_nan(a_bits) & fmt.is_nan(b_bits)
     selection = name in ("maximum", "minimum") or name.startswith("clamp")
-    # torch's NaN when both operands are NaN depends on code generation (DESIGN.md); its maximum /
+    # torch's NaN when both operands are NaN depends on code generation (docs/torch.md); its maximum /
     # minimum NaN is 0xFFFF... in the vectorised loop, and its choice between -0 and +0 differs
     # between the vectorised loop (b) and the tail (a); clamp with tensor bounds uses the same loops.
     loose = (fmt.is_nan(a_bits) | fmt.is_nan(b_bits)) if selection else both_nan
@@ -164,7 +164,7 @@ def test_unary_ops_match_torch_cpu(name, dtype):
     fmt = FORMATS[dtype]
     nan_input = fmt.is_nan(x_bits)
     if dtype == torch.float32 and name in ("sqrt", "rsqrt"):
-        # torch CPU float32 sqrt is not correctly rounded (DESIGN.md); the mode's is.
+        # torch CPU float32 sqrt is not correctly rounded (docs/torch.md); the mode's is.
         exact = tensor(sf.fp32.sqrt(x_bits, nan="x86"), dtype)
         want = exact if name == "sqrt" else tensor(sf.fp32.div(np.uint32(0x3F800000), bits(exact), nan="x86"), dtype)
     # relu / clamp of a signaling NaN: torch quiets it in the vectorised loop only.
@@ -509,7 +509,8 @@ def test_import_rules():
             "sys.modules['torch'] = None\n"
             "try:\n    import softfloat16.torch\nexcept ImportError as error:\n    print(error)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "softfloat16.torch needs PyTorch; install it with: pip install 'softfloat16[crosscheck]'"
+    assert out == ('softfloat16.torch needs PyTorch; install it with: pip install -e ".[crosscheck]" '
+                   "(in the softfloat16 checkout)")
 
 
 def test_options_are_checked():

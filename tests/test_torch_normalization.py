@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 import softfloat16 as sf  # noqa: E402
 import softfloat16.torch as sft  # noqa: E402
-from softfloat16.torch import normalization  # noqa: E402
+from softfloat16.torch import scatter  # noqa: E402
 from softfloat16.torch.tensors import bits  # noqa: E402
 
 HALVES = [torch.float16, torch.bfloat16]
@@ -100,7 +100,7 @@ def quiet_numpy():
 
 # -- var / std ---------------------------------------------------------------------------------------------
 def variance_oracle(rows: np.ndarray, correction) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, variance) of each row, as normalization.moments32 documents them."""
+    """(mean, variance) of each row, as opmath.moments32 documents them."""
     count = rows.shape[-1]
     mean = (sequential_sum(rows) / f32(count)).astype(f32)
     deviations = (rows - mean[..., None]).astype(f32)
@@ -376,7 +376,7 @@ def test_scatter_adds_round_once(dtype):
     with sft.emulate():
         embedding_grad = aten.embedding_dense_backward(values[:, None], index, 2, -1, False)
         added = torch.zeros(2, dtype=dtype).index_add(0, index, values)
-    put = normalization.index_put_accumulate(sft.Machine(), aten.index_put.default,
+    put = scatter.index_put_accumulate(sft.Machine(), aten.index_put.default,
                                              (torch.zeros(2, dtype=dtype), [index], values, True), {})
     for got in (embedding_grad[0, 0], added[0], put[0]):
         assert got.item() == 1 + 2 * half_ulp
@@ -414,20 +414,20 @@ def test_index_put_accumulate(dtype):
     self = gaussian(4, 6, dtype=dtype, seed=23)
     rows, columns = torch.tensor([1, 1, 3, 1, 0, 1]), torch.tensor([2, 2, 2, 2, 5, 2])
     values = spread(6, dtype=dtype, seed=24)
-    result = normalization.index_put_accumulate(machine, aten.index_put.default, (self, [rows, columns], values,
+    result = scatter.index_put_accumulate(machine, aten.index_put.default, (self, [rows, columns], values,
                                                                                  True), {})
     want = scatter_oracle(wide(self).ravel(), (rows * 6 + columns).numpy(), wide(values)).reshape(4, 6)
     assert_same(result, rounded(want, dtype), f"{dtype} index_put accumulate")
     # In place, with None (a whole dimension) and broadcast values.
     target = self.clone()
-    returned = normalization.index_put_accumulate(machine, aten.index_put_.default,
+    returned = scatter.index_put_accumulate(machine, aten.index_put_.default,
                                                   (target, [None, torch.tensor([0, 0, 4])], values[:3], True), {})
     assert returned is target
     want = scatter_oracle(wide(self).T.copy(), np.array([0, 0, 4]),
                           np.broadcast_to(wide(values[:3]), (4, 3)).T.copy()).T
     assert_same(target, rounded(want, dtype), f"{dtype} index_put_ with None")
     # Native torch rounds after every addition: equal where no element is hit more than once.
-    distinct = normalization.index_put_accumulate(machine, aten.index_put.default,
+    distinct = scatter.index_put_accumulate(machine, aten.index_put.default,
                                                   (self, [torch.tensor([0, 2, 3])], values[:3, None].expand(3, 6),
                                                    True), {})
     assert_same(distinct, self.index_put((torch.tensor([0, 2, 3]),), values[:3, None].expand(3, 6),
@@ -509,7 +509,7 @@ def test_batch_norm_is_its_fp32_definition(dtype):
 
 
 def group_norm_oracle(x, weight, bias, groups, eps=1e-5):
-    """(y, mean, rstd) per normalization.native_group_norm's steps."""
+    """(y, mean, rstd) per channel_norms.native_group_norm's steps."""
     samples, channels = x.shape[:2]
     rows = wide(x).reshape(samples * groups, -1)
     mean, var = variance_oracle(rows, 0)

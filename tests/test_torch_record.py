@@ -370,3 +370,55 @@ def test_arguments_an_op_only_writes_are_no_inputs(tmp_path):
     result = compare_traces(a, b)
     assert result.first.inputs_identical  # the buffers' old contents differ, the values read do not
     assert result.first.elements[0].index == (1,) and result.first.elements[0].ulp == 1
+
+
+def test_a_torch_trace_and_a_crosscheck_dump_go_through_the_same_reader(runs, tmp_path, capsys):
+    from sim.crosscheck import cli
+    from sim.crosscheck.dump import Dump, DumpError, load_dump, save_dump
+    from sim.crosscheck.record import OpRecord
+    from softfloat16.optrace import DUMP_KIND, OpTraceError, load_op_trace
+
+    paths, _ = runs
+    dump_path = tmp_path / "dump.npz"
+    relu = OpRecord(0, "fc1.relu", "relu", "sim", {}, [("x", "fp16", np.array([0xBC00, 0x3C00], np.uint16))],
+                    [("out", "fp16", np.array([0, 0x3C00], np.uint16))])
+    save_dump(dump_path, [relu], side="emulator", mode="exact", config={"precision": "fp16"}, steps=1)
+    dump, trace = load_op_trace(dump_path), load_op_trace(paths["native"])
+    assert (dump.kind, trace.kind) == (DUMP_KIND, TRACE_KIND)
+    assert [op.name for op in trace.ops] == [name for name, _, _ in EXPECTED_OPS]
+    (op,) = dump.ops
+    assert (op.step, op.name, op.kind, op.impl, op.inputs[0][:2]) == (0, "fc1.relu", "relu", "sim", ("x", "fp16"))
+    np.testing.assert_array_equal(op.outputs[0][2], relu.outputs[0][2])
+    assert isinstance(load_dump(dump_path), Dump) and load_dump(dump_path).records[0].label() == "step 0 fc1.relu"
+    assert [op.label() for op in load_trace(paths["native"]).ops][0] == "op 0 aten.addmm.default [module 0, forward]"
+    assert DumpError is TraceError is OpTraceError  # one reader, one error
+    with pytest.raises(TraceError, match=f"^{dump_path}: not a torch trace .*: a cross-check dump"):
+        load_trace(dump_path)
+    with pytest.raises(DumpError, match=f"^{paths['native']}: not a cross-check dump .*: a torch trace"):
+        load_dump(paths["native"])
+    assert cli.main(["--against", str(paths["native"])]) == 2
+    assert "a torch trace of softfloat16.torch.record" in one_line_error(capsys)
+    assert main(["compare", str(dump_path), str(paths["native"])]) == 2
+    assert "not a torch trace of softfloat16.torch.record: a cross-check dump" in one_line_error(capsys)
+
+
+def test_every_torch_dtype_of_the_one_table_round_trips(tmp_path):
+    from sim.crosscheck.reference import _dtypes
+    from softfloat16.optrace import VALUE_FORMATS, format_of_dtype
+    from softfloat16.torch.tensors import DTYPE_FORMATS, TRACE_DTYPES, trace_format
+
+    assert set(TRACE_DTYPES) == set(VALUE_FORMATS) - ({"e8m0"} if not hasattr(torch, "float8_e8m0fnu") else set())
+    for fmt, dtype in TRACE_DTYPES.items():
+        assert trace_format(dtype) == format_of_dtype(dtype) == fmt
+        value = torch.arange(4).to(dtype) if dtype != torch.bool else torch.tensor([True, False, True, True])
+        stored_fmt, array = tensor_value(value)
+        assert stored_fmt == fmt and array.dtype == VALUE_FORMATS[fmt].storage
+        again = tensor_from_value(fmt, array)
+        assert again.dtype == dtype and torch.equal(again.view(torch.uint8), value.view(torch.uint8))
+    assert {dtype: fmt.name for dtype, fmt in DTYPE_FORMATS.items()} == {
+        dtype: fmt for fmt, dtype in TRACE_DTYPES.items() if VALUE_FORMATS[fmt].format is not None}
+    for fmt, (dtype, view) in _dtypes(torch).items():  # sim's cross-check reference: the same names
+        assert TRACE_DTYPES[fmt] == dtype and view.itemsize == dtype.itemsize
+    assert trace_format(torch.quint8) is None
+    if hasattr(torch, "uint16"):  # torch >= 2.3: a dtype the table does not hold gives no value
+        assert tensor_value(torch.zeros(2, dtype=torch.uint16)) is None

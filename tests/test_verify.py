@@ -15,10 +15,14 @@ import numpy as np
 import pytest
 
 import softfloat16 as sf
+from softfloat16 import _verify_hardware as hardware
 from softfloat16 import _verify_reference as reference
+from softfloat16 import _verify_tables as tables
 from softfloat16 import exact
 from softfloat16 import verify as verify_module
 from softfloat16.verify import Job, check_chunk, format_summary, verify
+from softfloat16.verify_checkpoint import job_key
+from softfloat16.verify_progress import Progress
 from softfloat16.verify_table import checkpoint_name, sampled, select, table_rows
 
 MODES = ("rne", "rna", "rtz", "rup", "rdn", "rod")
@@ -192,7 +196,7 @@ def test_ml_dtypes_float64_to_bfloat16_by_version():
     x = 1 + 2.0**-8 + 2.0**-40  # just above the midpoint between 1 and 1 + 2^-7
     assert exact.round_fraction(Fraction(x), sf.bf16, "rne")[0] == 0x3F81
     got = int(np.array([x]).astype(ml_dtypes.bfloat16).view(np.uint16)[0])
-    assert got == (0x3F81 if reference.ml_dtypes_rounds_correctly() else 0x3F80)  # before 0.7: two roundings
+    assert got == (0x3F81 if hardware.ml_dtypes_rounds_correctly() else 0x3F80)  # before 0.7: two roundings
 
 
 def test_bf16_products_are_rounded_once_both_ways():
@@ -205,10 +209,10 @@ def test_bf16_products_are_rounded_once_both_ways():
     grid = np.multiply.outer(significands, significands).ravel()
     products = np.concatenate([grid * 2.0**shift for shift in range(-137, -124)])
     products = np.concatenate([products, -products])
-    by_ml_dtypes = reference.bf16_products(products, by_ml_dtypes=True)
-    by_rint = reference.bf16_products(products, by_ml_dtypes=False)
+    by_ml_dtypes = hardware.bf16_products(products, by_ml_dtypes=True)
+    by_rint = hardware.bf16_products(products, by_ml_dtypes=False)
     assert np.array_equal(by_ml_dtypes, by_rint)
-    assert np.array_equal(reference.bf16_products(products), by_rint)
+    assert np.array_equal(hardware.bf16_products(products), by_rint)
     rng = np.random.default_rng(11)
     ties = np.flatnonzero(np.abs(products) * 2.0**134 % 2 == 1)  # odd multiples of half the smallest step
     assert ties.size > 10
@@ -367,14 +371,14 @@ class _Terminal(io.StringIO):
 def test_progress_is_a_tqdm_bar_on_a_terminal_and_a_line_every_30_s_in_a_log():
     job = Job("fp16", "add", "rne", sample=1 << 20)
     terminal = _Terminal()
-    bar = verify_module.Progress(job, True, stream=terminal)
+    bar = Progress(job, True, stream=terminal)
     bar.update(1 << 19, 3)
     bar.update(1 << 20, 5, final=True)
     text = terminal.getvalue()
     assert "\r" in text and text.endswith("\n") and "100.0%" in text and "5 mismatches" in text
 
     log = io.StringIO()
-    bar = verify_module.Progress(job, True, done=1 << 18, stream=log)
+    bar = Progress(job, True, done=1 << 18, stream=log)
     bar.update(1 << 19, 0)                   # just started: too soon for a log line
     bar.last -= bar.log_interval             # as if 30 s had passed
     bar.update(3 << 18, 1)                   # a line
@@ -386,12 +390,12 @@ def test_progress_is_a_tqdm_bar_on_a_terminal_and_a_line_every_30_s_in_a_log():
     assert "100.0%" in lines[1] and "2 mismatches" in lines[1]
 
     silent = _Terminal()
-    bar = verify_module.Progress(job, False, stream=silent)
+    bar = Progress(job, False, stream=silent)
     bar.update(1 << 20, 0, final=True)
     assert silent.getvalue() == ""
 
 
-# --- the formats of 8 bits or fewer (issue 10), against an oracle written from the spec -------------
+# --- the formats of 8 bits or fewer, against an oracle written from the spec ---------------------
 # Values come from ml_dtypes' decoding; the special results from docs/formats-spec.md, spelled out
 # here: the overflow value by encoding and `saturate`, x/0 and inf where there is no inf, NaN results
 # (+0 in FP6/FP4), no -0 in the FNUZ formats, round to odd toward zero on overflow.
@@ -621,11 +625,11 @@ def test_hardware_and_exact_references_agree_on_every_pair(name):
 
 
 def test_the_small_grids_read_off_ml_dtypes():
-    g = reference.grid(sf.fp8_e4m3fn)
+    g = tables.grid(sf.fp8_e4m3fn)
     assert (g.top, g.bias, g.emin, g.emax) == (0x7F, 7, -6, 8) and g.line[-1] == 480 and g.line[-2] == 448
-    g = reference.grid(sf.fp8_e4m3fnuz)
+    g = tables.grid(sf.fp8_e4m3fnuz)
     assert (g.top, g.bias, g.emin, g.emax) == (0x80, 8, -7, 7) and g.line[-1] == 256
-    g = reference.grid(sf.fp4_e2m1)
+    g = tables.grid(sf.fp4_e2m1)
     assert (g.top, g.bias, g.line[-1]) == (8, 1, 8.0) and list(g.line[8:]) == [0, .5, 1, 1.5, 2, 3, 4, 6, 8]
 
 
@@ -692,8 +696,8 @@ def test_job_validation_of_the_new_options():
     assert Job("fp8_e4m3fnuz", "fma", "rne", exhaustive=True).fma_c == (0, 0x01, 0x40, 0xC0, 0x7F, 0x08, 0x88)
     assert "0x80" not in Job("fp8_e5m2fnuz", "fma", "rne", exhaustive=True).title()
     # checkpoints written before saturate/sr_bits existed keep their key
-    assert "saturate" not in verify_module._job_key(Job("fp16", "add", "rne"))
-    assert verify_module._job_key(Job("fp16", "add", "sr", sr_bits=4))["sr_bits"] == 4
+    assert "saturate" not in job_key(Job("fp16", "add", "rne"))
+    assert job_key(Job("fp16", "add", "sr", sr_bits=4))["sr_bits"] == 4
 
 
 def test_stochastic_rounding_rows_do_not_depend_on_workers_or_chunking(monkeypatch):
@@ -795,7 +799,7 @@ def test_the_small_format_tables_of_the_page_are_the_code_s():
         assert {(job.source, job.format, job.rounding) for job in row.jobs} == {p + (m,) for p in pairs for m in MODES}
         sources, destinations = {p[0] for p in pairs}, {p[1] for p in pairs}
         if "other six formats" in text:  # out of one format into every other one
-            assert len(sources) == 1 and destinations == set(reference.CONVERT_FORMATS) - sources
+            assert len(sources) == 1 and destinations == set(tables.CONVERT_FORMATS) - sources
         else:
             assert pairs == {tuple(row.name.split(" -> "))}
     total = re.search(r"(\d+) conversion jobs, ([\d,]+) cases", PAGE)
@@ -858,6 +862,54 @@ def test_table_checkpoint_must_be_a_directory(tmp_path, capsys):
         main(["verify", "--table", "--only", "fp4_e2m1,sqrt,rtz", "--sample", "10", "--checkpoint",
               str(tmp_path / "file.json")])
     assert "is a file; --table keeps one file per job in a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, problem", [
+    ('{"job": 1, chunks}', "not valid JSON: Expecting property name enclosed in double quotes at line 1 column 12"),
+    ("[]", "not a JSON object with job, chunks and examples"),
+    (b"\xff\xfe{}", "not UTF-8 text"),
+])
+def test_a_corrupt_checkpoint_is_one_line_naming_the_file(tmp_path, capsys, content, problem):
+    from softfloat16.__main__ import main
+    path = tmp_path / "run.json"
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", "--format", "fp16", "--op", "add", "--sample", "10", "--checkpoint", str(path)])
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert exit_.value.code == 2
+    assert error.startswith("python -m softfloat16") and error.split(": error: ", 1)[1] == (
+        f"checkpoint: {path} is not a usable verify checkpoint ({problem}); "
+        "delete it to start the job afresh, or give another file")
+    assert path.read_bytes() == (content.encode() if isinstance(content, str) else content)   # left as it was
+
+
+def test_a_checkpoint_of_the_wrong_shape_or_place_is_refused_by_name(tmp_path, capsys):
+    from softfloat16.__main__ import main
+    job = Job("fp16", "add", "rne", sample=10)
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text(json.dumps({"job": job_key(job), "chunks": {"0": {"cases": "ten"}}, "examples": []}))
+    with pytest.raises(ValueError, match=f"checkpoint: {malformed} is not a usable verify checkpoint "
+                                         r"\(its chunks or examples are malformed\)"):
+        verify("fp16", "add", "rne", sample=10, workers=1, checkpoint=str(malformed))
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    with pytest.raises(SystemExit):
+        main(["verify", "--format", "fp16", "--op", "add", "--sample", "10", "--checkpoint", str(folder)])
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f"error: checkpoint: cannot read the verify checkpoint {folder}: Is a directory")
+
+
+def test_a_corrupt_checkpoint_in_a_table_directory_is_named(tmp_path, capsys):
+    from softfloat16.__main__ import main
+    argv = ["verify", "--table", "--only", "fp4_e2m1,sqrt,rtz", "--sample", "10", "--checkpoint", str(tmp_path)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    victim = sorted(tmp_path.glob("*.json"))[0]
+    victim.write_text("{")
+    with pytest.raises(SystemExit):
+        main(argv)
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert f"checkpoint: {victim} is not a usable verify checkpoint (not valid JSON:" in error
 
 
 def test_verify_jobs_runs_jobs_as_one_stream_with_results_per_job(monkeypatch):

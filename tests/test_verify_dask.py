@@ -135,8 +135,8 @@ def test_bad_addresses_are_one_line_too(address, capsys):
 
 def test_without_distributed_the_error_names_the_extra(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
-    with pytest.raises(SchedulerError, match=r"pip install 'softfloat16\[dask\]'"):
+    with pytest.raises(SchedulerError, match=r'pip install -e "\.\[dask\]"'):
         verify("fp16", "add", sample=10, scheduler="tcp://127.0.0.1:8786")
     assert main(["verify", "--format", "fp16", "--op", "add", "--sample", "10", "--scheduler", "tcp://x:1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "the optional extra dask: pip install 'softfloat16[dask]'" in err
+    assert err.count("\n") == 1 and 'the optional extra dask: pip install -e ".[dask]"' in err

@@ -38,6 +38,7 @@ from sim import gemm, tensor
 from sim.diagnostics import count_nonfinite
 from sim.optim import SGD, Adam
 from sim.scaler import DynamicLossScaler, StaticLossScaler
+from softfloat16.optrace import TracedOp, Value, storage_dtype
 
 __all__ = [
     "DATA_FORMATS",
@@ -52,22 +53,10 @@ __all__ = [
 ]
 
 # The formats a dump holds: those a training run computes in, and the FP8 operands of the fp8
-# recipe. (Not sim.config.PRECISIONS: there fp8/mxfp8/nvfp4 name recipes, not formats.)
+# recipe. (Not sim.config.PRECISIONS: there fp8/mxfp8/nvfp4 name recipes, not formats.) The names
+# and storage dtypes are the op-trace table's (softfloat16.optrace.VALUE_FORMATS).
 FLOAT_FORMATS = {fmt.name: fmt for fmt in (sf.fp32, sf.fp16, sf.bf16, sf.fp8_e4m3fn, sf.fp8_e5m2)}
-DATA_FORMATS = {"bool": np.dtype(np.bool_), "int32": np.dtype(np.int32), "int64": np.dtype(np.int64)}
-
-
-def storage_dtype(fmt: str) -> np.dtype:
-    """numpy dtype of the bit arrays of a format name (``fp16`` -> uint16, ``bool`` -> bool).
-
-    >>> storage_dtype("bf16"), storage_dtype("int32")
-    (dtype('uint16'), dtype('int32'))
-    """
-    if fmt in FLOAT_FORMATS:
-        return np.dtype(FLOAT_FORMATS[fmt].dtype)
-    if fmt in DATA_FORMATS:
-        return DATA_FORMATS[fmt]
-    raise ValueError(f"unknown value format {fmt!r}; accepted: {', '.join([*FLOAT_FORMATS, *DATA_FORMATS])}")
+DATA_FORMATS = {name: storage_dtype(name) for name in ("bool", "int32", "int64")}
 
 
 @dataclasses.dataclass
@@ -78,24 +67,17 @@ class Val:
     fmt: str
 
 
-Bits = tuple[str, str, np.ndarray]  # (role, format name, bit array)
+Bits = Value  # (role, format name, bit array)
 
 
 @dataclasses.dataclass
-class OpRecord:
-    """One executed op: where it ran in the program, what it is, what went in and came out.
+class OpRecord(TracedOp):
+    """One executed op: where it ran in the program, what it is, what went in and came out (the
+    fields of :class:`softfloat16.optrace.TracedOp`).
 
     ``impl`` names how the backend computed it (``"sim"``, ``"exact"``, ``"library:torch.exp"``,
     ...); a divergence of a ``library`` op is expected, of any other op it is not.
     """
-
-    step: int
-    name: str
-    kind: str
-    impl: str
-    attrs: dict[str, Any]
-    inputs: list[Bits]
-    outputs: list[Bits]
 
     @property
     def key(self) -> tuple[int, str]:

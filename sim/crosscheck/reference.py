@@ -33,7 +33,8 @@ import numpy as np
 
 import softfloat16 as sf
 from sim.crosscheck import torch_exact
-from sim.crosscheck.record import FLOAT_FORMATS, Val, storage_dtype
+from sim.crosscheck.record import DATA_FORMATS, FLOAT_FORMATS, Val
+from softfloat16.optrace import VALUE_FORMATS, storage_dtype
 
 __all__ = ["MODES", "TorchBackend", "device_info", "require_torch", "torch_settings"]
 
@@ -53,17 +54,16 @@ def require_torch():
 
 
 def _dtypes(torch) -> dict[str, tuple[Any, Any]]:
-    """format name -> (torch dtype of the values, torch integer dtype of the same width)."""
-    return {
-        "fp16": (torch.float16, torch.int16),
-        "bf16": (torch.bfloat16, torch.int16),
-        "fp32": (torch.float32, torch.int32),
-        "fp8_e4m3fn": (torch.float8_e4m3fn, torch.uint8),
-        "fp8_e5m2": (torch.float8_e5m2, torch.uint8),
-        "bool": (torch.bool, torch.bool),
-        "int32": (torch.int32, torch.int32),
-        "int64": (torch.int64, torch.int64),
-    }
+    """format name -> (torch dtype of the values, torch dtype its arrays are read through: the
+    integer of the same width for bit patterns), for the formats a dump holds (names and dtypes
+    from the op-trace table, softfloat16.optrace.VALUE_FORMATS)."""
+    views = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    table = {}
+    for fmt in (*FLOAT_FORMATS, *DATA_FORMATS):
+        value = VALUE_FORMATS[fmt]
+        dtype = getattr(torch, value.dtype_name)
+        table[fmt] = (dtype, views[value.storage.itemsize] if value.bits else dtype)
+    return table
 
 
 @contextlib.contextmanager

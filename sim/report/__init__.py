@@ -1,41 +1,34 @@
-"""The experiment suite behind ``python -m sim``: the loss-scaling story, measured on our MLP.
+"""The report behind ``python -m sim``: three stories told on the simulator's MLP, each an ordinary
+set of ``python -m sim train`` runs, measured, judged and drawn.
 
-Nine runs ("recipes") share the network, the data, the seed and the step budget, and differ only
-in precision, loss scaling, master weights and the order of unscaling and clipping (see
-:func:`suite_recipes`). Each run is an ordinary :class:`sim.train.Trainer` run, so every row can
-be reproduced with the ``python -m sim train`` command the report prints for it (same
-``weights_sha256``). An observer (:class:`Collector`) measures what the pictures need on the way:
-where the true gradients fall on the log2 axis, the update-to-weight ratios, the updates that left
-a weight unchanged, and, on the static-scale run, the scale/unscale round trip.
+- :mod:`~sim.report.scaling`: loss scaling, nine runs ("recipes") that differ only in precision,
+  loss scaling, master weights and the order of unscaling and clipping;
+- :mod:`~sim.report.sweep` (skipped with ``--no-sweep``): a grid of deeper and more weakly
+  initialised networks, each trained in FP32, in FP16 without loss scaling and in FP16 with
+  dynamic scaling, for half the suite's steps, to find where loss scaling matters;
+- :mod:`~sim.report.finer` (skipped with ``--no-finer``): FP8, MX and NVFP4 scaling granularity,
+  and tensor-core accumulation (with a GEMM sweep).
 
-Then a sweep (:mod:`~sim.report.sweep`, skipped with ``--no-sweep``): a grid of deeper and more
-weakly initialised networks, each trained in FP32, in FP16 without loss scaling and in FP16 with
-dynamic scaling, for half the suite's steps, to find where loss scaling matters and where it does
-not. Its runs share the suite's worker processes.
+Every story has the same parts: recipes (its runs and constants), runs (what is measured and kept
+of them), claims (verdicts by stated rules), figures and markdown (its part of report.md). The
+runs of all three share one pool of worker processes (or a Dask cluster). Shared by the stories:
 
-Outputs, in ``DIR``: ``results.json`` (per recipe: the keys of ``python -m sim train --json``,
-plus ``skip_rate_early``, ``skip_rate_late`` and the observer's measurements; under ``sweep``, the
-grid and its runs), ``report.md``
-(configuration, results table, claims with verdicts, figures) and the PNG figures of
-:mod:`sim.figures`. The same arguments give byte-identical ``results.json`` and ``report.md``,
-whatever the number of worker processes: nothing in them depends on time or scheduling.
-
-The package, by section:
-
-- :mod:`~sim.report.recipes`: the suite's constants, its nine runs and their commands;
-- :mod:`~sim.report.collector`: the observer of the training step;
-- :mod:`~sim.report.suite`: running one recipe, and all of them in worker processes;
+- :mod:`~sim.report.keys`: every recipe key, spelt once;
+- :mod:`~sim.report.recipe`: a run (:class:`Recipe`) and the commands that repeat it;
+- :mod:`~sim.report.runner`: running recipes, in worker processes or on a Dask cluster;
 - :mod:`~sim.report.progress`: the progress bar (tqdm, on a terminal only);
 - :mod:`~sim.report.formatting`, :mod:`~sim.report.measures`: how numbers are written, and what is
   derived from a run;
-- :mod:`~sim.report.table`, :mod:`~sim.report.claims`, :mod:`~sim.report.markdown`: the results
-  table, the claims with their verdicts, and report.md;
-- :mod:`~sim.report.sweep`, :mod:`~sim.report.sweep_section`: the sweep's grid, runs and measures,
-  and its section of report.md;
-- :mod:`~sim.report.writing`: results.json and the output folder;
+- :mod:`~sim.report.plotting`: what the figures share (matplotlib, imported only when drawing);
+- :mod:`~sim.report.writing`: the document, results.json, report.md and the output folder;
 - here: the command line (:func:`add_arguments`, :func:`run`, :func:`main`).
 
-The figures are drawn by :mod:`sim.figures` (matplotlib, imported only when drawing).
+Outputs, in ``DIR``: ``results.json`` (per recipe of the suite: the keys of ``python -m sim train
+--json``, plus ``skip_rate_early``, ``skip_rate_late`` and the observer's measurements; under
+``sweep``, the grid and its runs; under ``finer``, the second story), ``report.md`` (setup, results
+tables, claims with verdicts, figures, the runs' commands) and the PNG figures. The same arguments
+give byte-identical ``results.json`` and ``report.md``, whatever the number of worker processes:
+nothing in them depends on time or scheduling.
 
 >>> [recipe.key for recipe in suite_recipes(steps=10)][:3]
 ['fp32', 'fp16-none', 'fp16-static']
@@ -51,29 +44,54 @@ from collections.abc import Sequence
 from typing import Any
 
 from sim.arguments import UsageError, non_negative_int, output_dir, positive_int
-from sim.report.collector import Collector
-from sim.report.finer import finer_recipes, finer_results
-from sim.report.markdown import FIGURE_CAPTIONS, render_report
+from sim.report.finer.recipes import finer_recipes
+from sim.report.finer.runs import finer_results
 from sim.report.measures import layer_entries, overall_fraction
 from sim.report.progress import SuiteProgress
-from sim.report.recipes import DEFAULT_STEPS, Recipe, skip_windows, suite_command, suite_recipes
-from sim.report.suite import run_recipe, run_suite
-from sim.report.sweep import SweepCell, sweep_cells, sweep_document, sweep_steps
-from sim.report.table import format_table
+from sim.report.recipe import DEFAULT_STEPS, Recipe, suite_command
+from sim.report.runner import run_recipe, run_suite
+from sim.report.scaling.markdown import FIGURE_CAPTIONS, format_table, render_report
+from sim.report.scaling.recipes import skip_windows, suite_recipes
+from sim.report.scaling.runs import Collector
+from sim.report.sweep import sweep_cells, sweep_document, sweep_recipes, sweep_steps
 from sim.report.writing import suite_document, write_json, write_report
 from softfloat16.verify import SchedulerError
 
 __all__ = [
-    "DEFAULT_STEPS", "FIGURE_CAPTIONS", "Collector", "Recipe", "SuiteProgress", "add_arguments", "format_table",
-    "layer_entries", "main", "overall_fraction", "render_report", "run", "run_recipe", "run_suite", "skip_windows",
-    "suite_command", "suite_document", "suite_recipes", "sweep_cells", "sweep_document", "sweep_recipes", "sweep_steps",
-    "write_json", "write_report",
+    "DEFAULT_STEPS", "FIGURE_CAPTIONS", "Collector", "Recipe", "SuiteProgress", "add_arguments", "description",
+    "format_table", "layer_entries", "main", "overall_fraction", "render_report", "run", "run_counts", "run_recipe",
+    "run_suite", "skip_windows", "suite_command", "suite_document", "suite_recipes", "sweep_cells", "sweep_document",
+    "sweep_recipes", "sweep_steps", "write_json", "write_report",
 ]
 
 DEFAULT_OUT = "sim-report"
 
 # The command lives in the package itself: run() reads run_suite, suite_document and write_report
 # from this namespace, the one callers import and tests patch.
+
+
+def run_counts(steps: int = DEFAULT_STEPS) -> dict[str, int]:
+    """The training runs of each story, counted from their recipes (the sweep's grid as
+    :func:`sweep_cells` gives it).
+
+    >>> run_counts()
+    {'suite': 9, 'sweep': 27, 'finer': 10}
+    """
+    return {"suite": len(suite_recipes(steps)), "sweep": len(sweep_recipes(sweep_cells(), steps)),
+            "finer": len(finer_recipes(steps))}
+
+
+def description() -> str:
+    """What ``python -m sim report`` does, with its run counts (:func:`run_counts`).
+
+    >>> description().split(":")[0]
+    "Run the report's 46 training runs"
+    """
+    counts = run_counts()
+    return (f"Run the report's {sum(counts.values())} training runs: the loss-scaling suite ({counts['suite']} "
+            f"recipes), the sweep of deeper networks ({counts['sweep']} runs of half the steps; --no-sweep skips it) "
+            f"and the FP8/MX story ({counts['finer']} runs and a GEMM sweep; --no-finer skips it). Write "
+            "DIR/report.md, DIR/results.json and the PNG figures, and print the results table.")
 
 
 def add_arguments(parser: Any) -> None:
@@ -98,22 +116,12 @@ def add_arguments(parser: Any) -> None:
                         help="run the training runs as tasks on the Dask cluster of this scheduler "
                              "(tcp://host:8786; needs the dask extra) instead of local worker processes")
     parser.add_argument("--no-figures", dest="figures", action="store_false", help="skip the PNG figures")
+    counts = run_counts()
     parser.add_argument("--no-finer", dest="finer", action="store_false",
                         help="skip the second story: FP8 / MX / NVFP4 scaling and accumulation "
-                             f"({len(finer_recipes(steps=10))} runs and a GEMM sweep)")
+                             f"({counts['finer']} runs and a GEMM sweep)")
     parser.add_argument("--no-sweep", dest="sweep", action="store_false",
-                        help=f"skip the sweep of deeper networks ({3 * len(sweep_cells())} runs of half the steps)")
-
-
-def sweep_recipes(cells: Sequence[SweepCell], steps: int, seed: int = 0, data: str = "digits",
-                  batch_size: int = 32) -> list[Recipe]:
-    """The sweep's runs for a suite of ``steps`` steps: three per cell, for half the steps.
-
-    >>> [recipe.label for recipe in sweep_recipes(sweep_cells()[:1], steps=8)]
-    ['S1a', 'S1b', 'S1c']
-    """
-    return [recipe for index, cell in enumerate(cells, start=1)
-            for recipe in cell.recipes(f"S{index}", sweep_steps(steps), seed, data, batch_size)]
+                        help=f"skip the sweep of deeper networks ({counts['sweep']} runs of half the steps)")
 
 
 def run(args: Any) -> int:
@@ -186,6 +194,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m sim report", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sim report", description=description())
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["binary_exponent", "fixed_percent", "number", "percent"]
+__all__ = ["binary_exponent", "fixed_percent", "mean_range", "number", "percent", "scientific"]
 
 
 def percent(value: float | None) -> str:
@@ -43,6 +43,15 @@ def fixed_percent(value: float | None) -> str:
     return text + "%"
 
 
+def mean_range(value: tuple[float, float, float] | None) -> str:
+    """A (mean, min, max) of shares, as the accuracy columns write it; ``n/a`` for None.
+
+    >>> mean_range((0.192, 0.184, 0.22)), mean_range(None)
+    ('19.2% (18.4%-22.0%)', 'n/a')
+    """
+    return "n/a" if value is None else f"{percent(value[0])} ({percent(value[1])}-{percent(value[2])})"
+
+
 def number(value: float) -> str:
     """A scale or threshold as a command line takes it: integers without a decimal point.
 
@@ -59,3 +68,12 @@ def binary_exponent(value: float) -> int:
     (24, 3)
     """
     return int(math.log2(value))
+
+
+def scientific(value: float) -> str:
+    """A small measured quantity (an error, say) with two significant digits; exactly 0 is ``0``.
+
+    >>> scientific(0.0), scientific(0.000123456), scientific(0.5)
+    ('0', '0.00012', '0.5')
+    """
+    return "0" if value == 0 else f"{value:.2g}"

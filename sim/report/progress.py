@@ -9,18 +9,18 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from sim.report.recipes import Recipe
+from sim.report.recipe import Recipe
 
 __all__ = ["SuiteProgress"]
 
 
 class SuiteProgress:
-    """``on_progress`` for :func:`~sim.report.suite.run_suite`: called with (recipe index, steps
+    """``on_progress`` for :func:`~sim.report.runner.run_suite`: called with (recipe index, steps
     done) as steps finish, in whatever order the workers send them; :meth:`close` when the suite
     ends.
 
     >>> import io
-    >>> from sim.report.recipes import suite_recipes
+    >>> from sim.report.scaling.recipes import suite_recipes
     >>> log = io.StringIO()  # not a terminal: a line per finished run
     >>> progress = SuiteProgress(suite_recipes(steps=2)[:2], log)
     >>> for index, step in [(1, 1), (0, 1), (1, 2)]:

@@ -1,6 +1,6 @@
-"""Writing a suite's outputs: the suite document (what results.json holds), its stable JSON
-layout, and the output folder (results.json, the figures, report.md), staged so that a failure
-leaves nothing half-written.
+"""Writing the report: the document (what results.json holds: the suite, the sweep, the FP8/MX
+story), its stable JSON layout, and the output folder (results.json, each story's figures,
+report.md with each story's part), staged so that a failure leaves nothing half-written.
 """
 from __future__ import annotations
 
@@ -12,14 +12,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from sim.arguments import write_text_atomically
-from sim.report.finer import draw_finer_figures, render_finer_markdown
-from sim.report.markdown import render_report
-from sim.report.recipes import (
-    CLIP_NORM, DYNAMIC_INIT_SCALE, ROUND_TRIP_OTHER_SCALE, STATIC_SCALE, TOO_LARGE_SCALE, TOO_SMALL_SCALE, Recipe,
-    growth_interval, skip_windows, suite_command,
+from sim.report.finer.figures import draw_finer_figures
+from sim.report.finer.markdown import render_finer_markdown
+from sim.report.recipe import Recipe, suite_command
+from sim.report.scaling.figures import draw_figures
+from sim.report.scaling.markdown import format_table, render_report
+from sim.report.scaling.recipes import (
+    CLIP_NORM, DYNAMIC_INIT_SCALE, ROUND_TRIP_OTHER_SCALE, STATIC_SCALE, TOO_LARGE_SCALE, TOO_SMALL_SCALE,
+    growth_interval, skip_windows,
 )
-from sim.report.sweep import sweep_document
-from sim.report.table import format_table
+from sim.report.sweep import SweepRecipe, draw_sweep_figures, render_sweep, sweep_document
 from sim.train import TrainConfig
 
 __all__ = ["suite_document", "write_json", "write_report"]
@@ -28,20 +30,20 @@ __all__ = ["suite_document", "write_json", "write_report"]
 def suite_document(recipes: Sequence[Recipe], results: Sequence[dict[str, Any]],
                    finer: dict[str, Any] | None = None) -> dict[str, Any]:
     """results.json: how the suite was run, then one entry per recipe of the suite (keyed by recipe
-    key), then, when ``recipes`` include the sweep's runs (those with a ``cell``), the ``sweep``
-    (:func:`sim.report.sweep.sweep_document`), then ``finer``, the second story's section
-    (:func:`sim.report.finer.finer_results`), when given.
+    key), then, when ``recipes`` include the sweep's runs (:class:`~sim.report.sweep.SweepRecipe`),
+    the ``sweep`` (:func:`sim.report.sweep.sweep_document`), then ``finer``, the second story's
+    section (:func:`sim.report.finer.runs.finer_results`), when given.
 
-    >>> from sim.report.recipes import suite_recipes
+    >>> from sim.report.scaling.recipes import suite_recipes
     >>> recipes = suite_recipes(steps=8, data="synthetic")  # the suite alone: --no-sweep --no-finer
     >>> document = suite_document(recipes, [{} for _ in recipes])
     >>> document["suite"]["command"], document["suite"]["skip_window_late"], list(document["recipes"])[:2]
     ('python -m sim report --steps 8 --data synthetic --no-sweep --no-finer', [4, 8], ['fp32', 'fp16-none'])
     """
     pairs = list(zip(recipes, results))
-    swept = [(recipe, result) for recipe, result in pairs if recipe.cell is not None]
-    recipes = [recipe for recipe, _ in pairs if recipe.cell is None]
-    results = [result for recipe, result in pairs if recipe.cell is None]
+    swept = [(recipe, result) for recipe, result in pairs if isinstance(recipe, SweepRecipe)]
+    recipes = [recipe for recipe, _ in pairs if not isinstance(recipe, SweepRecipe)]
+    results = [result for recipe, result in pairs if not isinstance(recipe, SweepRecipe)]
     first = recipes[0].config.resolved() if recipes else TrainConfig().resolved()
     early, late = skip_windows(first.steps)
     document = {
@@ -115,12 +117,12 @@ def write_report(out: str, document: dict[str, Any], figures: bool = True) -> li
         names = ["results.json"]
         write_json(os.path.join(staging, "results.json"), document)
         if figures:
-            from sim.figures import make_figures
-
-            names += list(make_figures(document, staging).values())
+            names += list(draw_figures(document, staging).values())
+            if document.get("sweep"):
+                names += list(draw_sweep_figures(document, staging).values())
             if "finer" in document:
                 names += [os.path.basename(path) for path in draw_finer_figures(document["finer"], staging)]
-        text = render_report(document, format_table(document["recipes"]))
+        text = render_report(document, format_table(document["recipes"]), render_sweep(document))
         if "finer" in document:
             text += "\n" + render_finer_markdown(document["finer"])
         with open(os.path.join(staging, "report.md"), "w", encoding="utf-8") as file:

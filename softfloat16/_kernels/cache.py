@@ -8,10 +8,22 @@ Here each kernel's cache stamp is a hash of every module in this folder instead.
 This uses Numba's cache-locator hook (``CacheImpl._locator_classes``, private). A Numba version
 without it makes the import fail with a message naming that version: falling back to Numba's own
 stamps would bring back the stale cache this module exists to prevent.
+
+Several processes may fill one cache at once (the report's worker processes, parallel test workers).
+Numba numbers a function's cached variants in one index file: two processes saving different
+variants at the same moment can both take number 1, and the index then names one variant while the
+data file holds the other, which a later process would load and run on the wrong argument types.
+So saving and loading an entry of these kernels hold an exclusive lock on a file beside the index.
 """
+import contextlib
 import glob
 import hashlib
 import os
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: a lock directory instead (mkdir is atomic everywhere)
+    fcntl = None
 
 KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -24,6 +36,55 @@ def kernel_tree_hash() -> bytes:
         with open(path, "rb") as f:
             digest.update(f.read())
     return digest.digest()
+
+
+@contextlib.contextmanager
+def index_lock(index_path: str):
+    """Hold the exclusive lock of the cache index at ``index_path`` (all processes of the machine)."""
+    os.makedirs(os.path.dirname(index_path), exist_ok=True)
+    if fcntl is not None:
+        with open(index_path + ".lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        return
+    import time
+    folder = index_path + ".lockdir"
+    for _ in range(6000):  # a minute at most, then a clear error rather than a wait forever
+        try:
+            os.mkdir(folder)
+            break
+        except FileExistsError:
+            time.sleep(0.01)
+    else:
+        raise RuntimeError(f"the kernel cache index {index_path} stayed locked for a minute; "
+                           f"remove {folder} if no other process is compiling")
+    try:
+        yield
+    finally:
+        os.rmdir(folder)
+
+
+def _lock_index_files(files, stamp: bytes) -> None:
+    """Wrap ``files.save`` and ``files.load`` (Numba's IndexDataCacheFile) so that, for the caches
+    stamped with ``stamp`` (ours), each runs under :func:`index_lock`; other caches are untouched."""
+    if getattr(files.save, "kernel_tree_locked", False):
+        return
+    save, load = files.save, files.load
+
+    def locked(method):
+        def run(self, key, *data):
+            if self._source_stamp != stamp:
+                return method(self, key, *data)
+            with index_lock(self._index_path):
+                return method(self, key, *data)
+        run.kernel_tree_locked = True
+        run.__name__ = method.__name__
+        return run
+
+    files.save, files.load = locked(save), locked(load)
 
 
 def _install(numba_module=None) -> None:
@@ -62,6 +123,14 @@ def _install(numba_module=None) -> None:
 
     if not any(getattr(c, "__name__", "").startswith("KernelTree") for c in impl._locator_classes):
         impl._locator_classes = [make(name, base) for name, base in bases.items()] + list(impl._locator_classes)
+    files = getattr(caching, "IndexDataCacheFile", None)
+    if not (hasattr(files, "save") and hasattr(files, "load")):
+        raise ImportError(
+            f"softfloat16 locks Numba's cache index (numba.core.caching.IndexDataCacheFile) while it saves "
+            f"a kernel, and Numba {getattr(numba_module, '__version__', 'of unknown version')} does not have "
+            "it: processes compiling at once could mix up cached kernels. Install a Numba that has it (0.68 does)."
+        )
+    _lock_index_files(files, stamp)
 
 
 _install()

@@ -13,13 +13,19 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import leading_zeros
 
-# Rounding modes (codes shared with softfloat16.rounding). SR: stochastic rounding.
+# The kernels' copies of three sets of codes, deliberately: softfloat16.rounding.Rounding,
+# softfloat16.formats.ENCODINGS and softfloat16.flags.Flag define them for Python without reaching
+# the kernels (softfloat16.exact, the independent reference, must not), and the kernel cache is keyed
+# on this folder's source alone, so a value imported from outside it could outlive an edit in cached
+# machine code. tests/test_constants.py holds each copy equal to its definition.
+
+# Rounding modes (the values of softfloat16.Rounding). SR: stochastic rounding.
 RNE, RNA, RTZ, RUP, RDN, ROD, SR = 0, 1, 2, 3, 4, 5, 6
 
-# Encodings of special values (codes shared with softfloat16.formats.ENCODINGS; docs/formats-spec.md).
+# Encodings of special values (indices into softfloat16.formats.ENCODINGS; docs/formats-spec.md).
 IEEE, FN, FNUZ, FINITE_ONLY, E8M0 = 0, 1, 2, 3, 4  # FINITE_ONLY: no inf, no NaN
 
-# Exception flags: the bit values Berkeley SoftFloat uses (shared with softfloat16.Flag).
+# Exception flags: the bit values Berkeley SoftFloat uses (the values of softfloat16.Flag).
 INEXACT, UNDERFLOW, OVERFLOW, DIVIDE_BY_ZERO, INVALID = 1, 2, 4, 8, 16
 
 # Operand classes returned by unpack.

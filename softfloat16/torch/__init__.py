@@ -16,7 +16,8 @@ try:
     import torch  # noqa: F401  (absolute: the real PyTorch, not this package)
 except ImportError:  # pragma: no cover - exercised by tests/test_torch_mode.py in a subprocess
     raise ImportError(
-        "softfloat16.torch needs PyTorch; install it with: pip install 'softfloat16[crosscheck]'") from None
+        'softfloat16.torch needs PyTorch; install it with: pip install -e ".[crosscheck]" '
+        "(in the softfloat16 checkout)") from None
 
 from .machine import Machine
 from .mode import EmulationError, EmulationMode, NotEmulatedError, emulate

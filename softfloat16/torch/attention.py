@@ -31,7 +31,7 @@ import torch
 
 from .machine import FP32, Machine
 from .linear import accumulate_products
-from .normalization import ARITHMETIC, constant32, sum32, widen32
+from .opmath import ARITHMETIC, constant32, sum32, widen32
 from .reductions import row_extreme
 from .registry import NotEmulated, NotEmulatedError, aten, aten_arg, emulation, implements
 from .softmax import exp32, log32, softmax

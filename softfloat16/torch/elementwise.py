@@ -28,9 +28,10 @@ def _result(machine: Machine, patterns32, dtype: torch.dtype, shape) -> torch.Te
 def _direct(machine: Machine, dtype: torch.dtype) -> bool:
     """Whether an FP32 step of FP16/BF16 operands, rounded into the format, may be computed as one
     correctly rounded operation in the format itself: the same bits for + - * / sqrt (FP32 has
-    more than 2p+2 bits, DESIGN.md; the directed modes nest; tests/test_torch_mode.py checks every
-    mode), but not under FTZ (the FP32 step flushes by FP32's threshold) or "sr" (stochastic
-    rounding of an FP32 value, not of the exact one). Only a shortcut: one kernel call, not four."""
+    at least 2p+2 bits, so rounding twice equals rounding once; the directed modes nest;
+    tests/test_torch_mode.py checks every mode), but not under FTZ (the FP32 step flushes by FP32's
+    threshold) or "sr" (stochastic rounding of an FP32 value, not of the exact one). Only a
+    shortcut: one kernel call, not four."""
     return dtype in (torch.float16, torch.bfloat16) and not machine.ftz and machine.rounding != "sr"
 
 

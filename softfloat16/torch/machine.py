@@ -4,7 +4,8 @@ every op is built from.
 An op on FP16/BF16/FP8 tensors is computed as torch's CPU kernels and CUDA's "opmath" compute it:
 operands widened (exactly) to FP32, each arithmetic step an FP32 operation of the emulator, the
 result rounded once into the tensor's format (:meth:`Machine.narrow`). For + - * / sqrt of
-operands of the format that single rounding gives the correctly rounded result (DESIGN.md).
+operands of the format that single rounding gives the correctly rounded result: FP32's 24 bits are
+at least 2p+2 for FP16 (p = 11) and BF16 (p = 8), and then rounding twice equals rounding once.
 """
 from __future__ import annotations
 

@@ -3,10 +3,11 @@
 :func:`record` is a TorchDispatchMode that keeps, for every aten op the wrapped code runs
 (forward and backward, on any device, with or without :func:`~softfloat16.torch.emulate`), its
 name, the bits of its tensor arguments and results, its other arguments, and, given the model,
-the module it ran in. On exit it writes one file in the cross-check's dump schema (the core's
-:mod:`softfloat16.npzfile` container: plain arrays and JSON, SHA-256 checked, no pickle) that
-:mod:`softfloat16.torch.trace_compare` (``python -m softfloat16.torch compare``) compares op by
-op with another trace, recorded on another machine for instance.
+the module it ran in. On exit it writes one file in the core's op-trace schema
+(:mod:`softfloat16.optrace`, the schema of sim's cross-check dumps too: plain arrays and JSON,
+SHA-256 checked, no pickle) that :mod:`softfloat16.torch.trace_compare` (``python -m
+softfloat16.torch compare``) compares op by op with another trace, recorded on another machine for
+instance.
 
 The file's metadata: ``kind`` = ``"softfloat16-torch-trace"`` (not the cross-check's own kind:
 its ops are aten ops, not the cross-check's op kinds), ``schema_version`` 1, ``side``
@@ -21,9 +22,10 @@ the aten schema's argument names (``self``, ``mat1``, ``tensors.0`` for a list e
 inside autograd's backward pass, else ``"forward"``), ``node`` (the autograd node, in backward),
 ``args`` / ``kwargs`` (the call's arguments, a tensor written as ``{"tensor": role}``),
 ``result``, and ``write_only`` (arguments the op overwrites without reading: ``out=``,
-``copy_``'s ``self``). Formats: ``fp16 bf16 fp32 fp64 fp8_e4m3fn fp8_e5m2 fp8_e4m3fnuz fp8_e5m2fnuz e8m0``
-(bit patterns as unsigned integers of the width) and ``bool uint8 int8 int16 int32 int64
-complex64 complex128`` (values).
+``copy_``'s ``self``). Formats (the op-trace table, ``softfloat16.optrace.VALUE_FORMATS``):
+``fp16 bf16 fp32 fp64 fp8_e4m3fn fp8_e5m2 fp8_e4m3fnuz fp8_e5m2fnuz e8m0`` (bit patterns as
+unsigned integers of the width) and ``bool uint8 int8 int16 int32 int64 complex64 complex128``
+(values).
 
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "trace.npz")
@@ -38,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import os
 import platform
 from typing import Any
@@ -49,38 +50,20 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes, _get_current_dispatch_mode_stack
 
 import softfloat16
-from softfloat16.npzfile import NpzFileError, load_npz, save_npz
+from softfloat16.optrace import (
+    SCHEMA_VERSION, TRACE_KIND, VALUE_FORMATS, OpTrace, OpTraceError, TracedOp, Value, fail, load_op_trace,
+    save_op_trace, storage_dtype,
+)
 
 from .mode import EmulationMode
 from .registry import IMPLEMENTATIONS
-from .tensors import DTYPE_FORMATS
+from .tensors import DTYPE_FORMATS, INTEGER_VIEWS, TRACE_DTYPES, trace_format
 
-__all__ = ["DATA_FORMATS", "DTYPES", "FLOAT_FORMATS", "SCHEMA_VERSION", "TRACE_KIND", "UNINITIALIZED", "NotReplayable",
-           "Trace", "TraceError", "TraceOp", "TraceRecorder", "Value", "decode", "encode", "load_trace",
-           "machine_settings", "record", "save_trace", "storage_dtype", "tensor_from_value", "tensor_value"]
+__all__ = ["SCHEMA_VERSION", "TRACE_KIND", "UNINITIALIZED", "NotReplayable", "Trace", "TraceError", "TraceOp",
+           "TraceRecorder", "Value", "decode", "encode", "load_trace", "machine_settings", "record", "save_trace",
+           "storage_dtype", "tensor_from_value", "tensor_value"]
 
-TRACE_KIND = "softfloat16-torch-trace"
-SCHEMA_VERSION = 1
-_OP_FIELDS = ("step", "name", "kind", "impl", "attrs", "inputs", "outputs")
-_META_FIELDS = ("side", "mode", "device", "settings", "config", "steps", "ops")
 _NODE_KEY = "softfloat16.module"  # where a module path is written on the autograd nodes it created
-
-#: Floating dtypes, stored as bit patterns (unsigned integers of the dtype's width).
-FLOAT_FORMATS: dict[torch.dtype, str] = {
-    torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
-    torch.float8_e4m3fn: "fp8_e4m3fn", torch.float8_e5m2: "fp8_e5m2", torch.float8_e4m3fnuz: "fp8_e4m3fnuz",
-    torch.float8_e5m2fnuz: "fp8_e5m2fnuz",
-}
-if hasattr(torch, "float8_e8m0fnu"):  # torch >= 2.7
-    FLOAT_FORMATS[torch.float8_e8m0fnu] = "e8m0"
-#: Other dtypes, stored as their values.
-DATA_FORMATS: dict[torch.dtype, str] = {
-    torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
-    torch.int64: "int64", torch.complex64: "complex64", torch.complex128: "complex128",
-}
-DTYPES: dict[str, torch.dtype] = {name: dtype for dtype, name in {**FLOAT_FORMATS, **DATA_FORMATS}.items()}
-_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-_SIGNED_VIEWS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 # Ops whose results are uninitialized memory: recorded without their values, never compared.
 UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                            "empty_permuted"})
@@ -88,23 +71,9 @@ UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", 
 _OVERWRITE_SELF = frozenset({"copy_", "fill_", "zero_", "uniform_", "normal_", "bernoulli_", "random_",
                              "exponential_", "geometric_", "cauchy_", "log_normal_"})
 
-
-class TraceError(ValueError):
-    """A trace file is unreadable, truncated, corrupt, of another kind or schema, or inconsistent."""
-
-
-def storage_dtype(fmt: str) -> np.dtype:
-    """numpy dtype of the arrays of a trace format (``fp16`` -> uint16, ``int64`` -> int64).
-
-    >>> storage_dtype("bf16"), storage_dtype("fp64"), storage_dtype("bool")
-    (dtype('uint16'), dtype('uint64'), dtype('bool'))
-    """
-    dtype = DTYPES.get(fmt)
-    if dtype is None:
-        raise ValueError(f"unknown trace format {fmt!r}; accepted: {', '.join(DTYPES)}")
-    if dtype in FLOAT_FORMATS:
-        return np.dtype(_UNSIGNED[dtype.itemsize])
-    return np.dtype(fmt)
+#: A trace file is unreadable, truncated, corrupt, of another kind or schema, or inconsistent (a
+#: ValueError; the op-trace reader's own error, so either name catches it).
+TraceError = OpTraceError
 
 
 def tensor_value(tensor: torch.Tensor) -> tuple[str, np.ndarray] | None:
@@ -116,7 +85,7 @@ def tensor_value(tensor: torch.Tensor) -> tuple[str, np.ndarray] | None:
            [32768]], dtype=uint16))
     """
     dtype = tensor.dtype
-    fmt = FLOAT_FORMATS.get(dtype) or DATA_FORMATS.get(dtype)
+    fmt = trace_format(dtype)
     if fmt is None or tensor.layout != torch.strided or tensor.device.type == "meta":
         return None
     try:
@@ -125,8 +94,8 @@ def tensor_value(tensor: torch.Tensor) -> tuple[str, np.ndarray] | None:
             if values.device.type != "cpu":
                 values = values.cpu()
             values = values.resolve_conj().resolve_neg().contiguous()
-            if dtype in FLOAT_FORMATS:
-                array = values.view(_SIGNED_VIEWS[dtype.itemsize]).numpy().view(_UNSIGNED[dtype.itemsize])
+            if VALUE_FORMATS[fmt].bits:
+                array = values.view(INTEGER_VIEWS[dtype.itemsize]).numpy().view(storage_dtype(fmt))
             else:
                 array = values.numpy()
             return fmt, np.array(array, copy=True)  # a copy: later in-place ops must not change it
@@ -140,30 +109,21 @@ def tensor_from_value(fmt: str, array: np.ndarray) -> torch.Tensor:
     >>> tensor_from_value("fp16", np.array([0x3C00, 0xFC00], np.uint16))
     tensor([1., -inf], dtype=torch.float16)
     """
-    dtype = DTYPES[fmt]
+    dtype = TRACE_DTYPES[fmt]
     array = np.array(array, dtype=storage_dtype(fmt), order="C", copy=True)
-    if dtype in FLOAT_FORMATS:
-        signed = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[dtype.itemsize]
+    if VALUE_FORMATS[fmt].bits:  # through the signed integer of the width: torch has few unsigned dtypes
+        signed = np.dtype(np.uint8) if array.itemsize == 1 else np.dtype(f"i{array.itemsize}")
         return torch.from_numpy(array.view(signed)).view(dtype)
     return torch.from_numpy(array)
 
 
-# --- the trace in memory and on disk --------------------------------------------------------
-
-Value = tuple[str, str, np.ndarray]  # (role, format, array)
+# --- the trace in memory and on disk (the core's op-trace schema) --------------------------
 
 
 @dataclasses.dataclass
-class TraceOp:
-    """One recorded op: its position, aten name, how it was computed, its arguments and values."""
-
-    step: int
-    name: str
-    kind: str
-    impl: str
-    attrs: dict[str, Any]
-    inputs: list[Value]
-    outputs: list[Value]
+class TraceOp(TracedOp):
+    """One recorded op (the fields of :class:`softfloat16.optrace.TracedOp`): its position, aten
+    name, how it was computed, its arguments and values."""
 
     @property
     def module(self) -> str | None:
@@ -188,15 +148,11 @@ class TraceOp:
 
 
 @dataclasses.dataclass
-class Trace:
-    """A loaded trace: its ops in the order they ran, and the run's description."""
+class Trace(OpTrace):
+    """A loaded trace: its ops in the order they ran, and the run's description (``steps``: the op
+    count)."""
 
-    ops: list[TraceOp]
-    side: str
-    mode: str
-    device: dict[str, Any]
-    settings: dict[str, Any]
-    config: dict[str, Any]
+    kind: str = TRACE_KIND
 
     def describe(self) -> str:
         """One line: library, device, native or emulated (with the machine), op count."""
@@ -210,71 +166,9 @@ class Trace:
         return f"torch {device.get('torch', '?')} on {where}, {how}; {len(self.ops)} ops"
 
 
-def _array_key(fmt: str, array: np.ndarray) -> tuple:
-    return fmt, array.shape, hashlib.sha1(array.tobytes()).hexdigest()
-
-
 def save_trace(path: str | os.PathLike[str], trace: Trace) -> None:
     """Write ``trace`` to ``path`` atomically, each distinct array once (see the module doc)."""
-    arrays: dict[str, np.ndarray] = {}
-    keys: dict[tuple, str] = {}
-
-    def store(values: list[Value]) -> list[list[str]]:
-        stored = []
-        for role, fmt, array in values:
-            key = _array_key(fmt, array)
-            if key not in keys:
-                keys[key] = f"v{len(keys)}"
-                arrays[keys[key]] = array
-            stored.append([role, fmt, keys[key]])
-        return stored
-
-    ops = [{"step": op.step, "name": op.name, "kind": op.kind, "impl": op.impl, "attrs": op.attrs,
-            "inputs": store(op.inputs), "outputs": store(op.outputs)} for op in trace.ops]
-    meta = {"kind": TRACE_KIND, "schema_version": SCHEMA_VERSION, "side": trace.side, "mode": trace.mode,
-            "device": trace.device, "settings": trace.settings, "config": trace.config, "steps": len(ops),
-            "ops": ops}
-    save_npz(path, arrays, meta)
-
-
-def _fail(path: str, message: str) -> TraceError:
-    return TraceError(f"{path}: {message}")
-
-
-def _values(path: str, where: str, entries: Any, arrays: dict[str, np.ndarray], used: set[str]) -> list[Value]:
-    if not isinstance(entries, list):
-        raise _fail(path, f"{where} must be a list of [role, format, array], got {entries!r}")
-    values = []
-    for entry in entries:
-        if not (isinstance(entry, list) and len(entry) == 3 and all(isinstance(x, str) for x in entry)):
-            raise _fail(path, f"{where}: malformed entry {entry!r} (expected [role, format, array])")
-        role, fmt, key = entry
-        if fmt not in DTYPES:
-            raise _fail(path, f"{where} {role!r}: unknown format {fmt!r}")
-        if key not in arrays:
-            raise _fail(path, f"{where} {role!r}: array {key!r} is missing from the file")
-        if arrays[key].dtype != storage_dtype(fmt):
-            raise _fail(path, f"{where} {role!r}: array {key!r} has dtype {arrays[key].dtype}, but {fmt} needs "
-                              f"{storage_dtype(fmt)}")
-        used.add(key)
-        values.append((role, fmt, arrays[key]))
-    return values
-
-
-def _op(path: str, index: int, op: Any, arrays: dict[str, np.ndarray], used: set[str]) -> TraceOp:
-    where = f"op {index}"
-    if not isinstance(op, dict) or set(op) != set(_OP_FIELDS):
-        fields = sorted(op) if isinstance(op, dict) else type(op).__name__
-        raise _fail(path, f"{where} must have exactly the fields {list(_OP_FIELDS)}, got {fields}")
-    if op["step"] != index or isinstance(op["step"], bool):
-        raise _fail(path, f"{where}: step must be its position {index}, got {op['step']!r}")
-    if not all(isinstance(op[field], str) and op[field] for field in ("name", "kind", "impl")):
-        raise _fail(path, f"{where}: name, kind and impl must be non-empty strings")
-    if not isinstance(op["attrs"], dict):
-        raise _fail(path, f"{where} ({op['name']}): attrs must be an object")
-    inputs = _values(path, f"{where} ({op['name']}) input", op["inputs"], arrays, used)
-    outputs = _values(path, f"{where} ({op['name']}) output", op["outputs"], arrays, used)
-    return TraceOp(index, op["name"], op["kind"], op["impl"], op["attrs"], inputs, outputs)
+    save_op_trace(path, dataclasses.replace(trace, steps=len(trace.ops)))
 
 
 def load_trace(path: str | os.PathLike[str]) -> Trace:
@@ -284,33 +178,14 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     container's SHA-256 check), not a torch trace (a cross-check dump, a checkpoint), another
     schema version, or an inconsistent op list. A missing file raises FileNotFoundError.
     """
-    path = os.fspath(path)
-    try:
-        arrays, meta = load_npz(path)
-    except NpzFileError as error:
-        raise TraceError(f"cannot read the trace: {error}") from error
-    kind = meta.get("kind")
-    if kind != TRACE_KIND:
-        what = "a cross-check dump of python -m sim crosscheck" if kind == "softfloat16-crosscheck-dump" else \
-            f"a file of kind {kind!r}"
-        raise _fail(path, f"not a torch trace of softfloat16.torch.record: {what}")
-    version = meta.get("schema_version")
-    if version != SCHEMA_VERSION or isinstance(version, bool):
-        raise _fail(path, f"torch trace schema version {version!r}; this code reads version {SCHEMA_VERSION}")
-    missing = [field for field in _META_FIELDS if field not in meta]
-    if missing:
-        raise _fail(path, f"metadata lacks {missing}")
-    for field in ("device", "settings", "config"):
-        if not isinstance(meta[field], dict):
-            raise _fail(path, f"{field} must be an object, got {type(meta[field]).__name__}")
-    if not isinstance(meta["ops"], list) or meta["steps"] != len(meta["ops"]):
-        raise _fail(path, "ops must be a list of 'steps' entries")
-    used: set[str] = set()
-    ops = [_op(path, index, op, arrays, used) for index, op in enumerate(meta["ops"])]
-    unused = sorted(set(arrays) - used)
-    if unused:
-        raise _fail(path, f"arrays {unused[:5]} are not referenced by any op")
-    return Trace(ops, meta["side"], meta["mode"], meta["device"], meta["settings"], meta["config"])
+    trace = load_op_trace(path, TRACE_KIND, op_type=TraceOp, trace_type=Trace)
+    if trace.steps != len(trace.ops):
+        raise fail(path, f"steps must be the op count {len(trace.ops)}, got {trace.steps}")
+    for index, op in enumerate(trace.ops):
+        if op.step != index or not op.impl:
+            raise fail(path, f"op {index} ({op.name}): step must be its position {index} and impl non-empty, "
+                             f"got {op.step!r} and {op.impl!r}")
+    return trace
 
 
 # --- arguments as JSON ----------------------------------------------------------------------
@@ -560,7 +435,7 @@ class TraceRecorder(TorchDispatchMode):
             return f"torch-{device}"
         if emulation.fallbacks[str(func)] > fallbacks_before:
             return "torch-cpu (not emulated)"
-        emulated = any(DTYPES[fmt] in DTYPE_FORMATS for _, fmt, _ in values)
+        emulated = any(TRACE_DTYPES[fmt] in DTYPE_FORMATS for _, fmt, _ in values)
         return "softfloat16" if emulated and func.overloadpacket in IMPLEMENTATIONS else "torch-cpu"
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):

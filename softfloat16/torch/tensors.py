@@ -11,21 +11,23 @@ import torch
 
 import softfloat16 as sf
 from softfloat16.formats import Format
+from softfloat16.optrace import VALUE_FORMATS
 
-__all__ = ["DTYPE_FORMATS", "INTEGER_VIEWS", "SATURATING", "bits", "format_of", "from_bits", "is_emulated"]
+__all__ = ["DTYPE_FORMATS", "INTEGER_VIEWS", "SATURATING", "TRACE_DTYPES", "bits", "format_of", "from_bits",
+           "is_emulated", "trace_format"]
 
-#: The dtypes whose arithmetic the mode computes, and their formats.
-DTYPE_FORMATS: dict[torch.dtype, Format] = {
-    torch.float16: sf.fp16,
-    torch.bfloat16: sf.bf16,
-    torch.float32: sf.fp32,
-    torch.float8_e4m3fn: sf.fp8_e4m3fn,
-    torch.float8_e5m2: sf.fp8_e5m2,
-    torch.float8_e4m3fnuz: sf.fp8_e4m3fnuz,
-    torch.float8_e5m2fnuz: sf.fp8_e5m2fnuz,
+#: Every torch dtype an op trace holds, by its format name: softfloat16.optrace.VALUE_FORMATS, the
+#: one table of dtypes and format names, with the dtypes this torch has.
+TRACE_DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, value.dtype_name) for name, value in VALUE_FORMATS.items() if hasattr(torch, value.dtype_name)
 }
-if hasattr(torch, "float8_e8m0fnu"):  # torch >= 2.7
-    DTYPE_FORMATS[torch.float8_e8m0fnu] = sf.e8m0
+_TRACE_FORMATS = {dtype: name for name, dtype in TRACE_DTYPES.items()}
+
+#: The dtypes whose arithmetic the mode computes, and their formats: those of the table that are
+#: softfloat16 formats (FP16, BF16, FP32, the FP8 formats, E8M0 where torch has it).
+DTYPE_FORMATS: dict[torch.dtype, Format] = {
+    dtype: VALUE_FORMATS[name].format for name, dtype in TRACE_DTYPES.items() if VALUE_FORMATS[name].format
+}
 
 #: Conversions into these formats saturate to the largest finite value, as torch's do (measured on
 #: torch 2.13: float32 -> float8_e4m3fn gives 448 for 480; float8_e5m2 overflows to inf, the FNUZ
@@ -33,8 +35,17 @@ if hasattr(torch, "float8_e8m0fnu"):  # torch >= 2.7
 SATURATING: frozenset[Format] = frozenset({sf.fp8_e4m3fn})
 
 #: The torch integer dtype of each width, through which bits are read and written.
-INTEGER_VIEWS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+INTEGER_VIEWS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def trace_format(dtype: torch.dtype) -> str | None:
+    """The op-trace format name of a dtype, None for one a trace does not hold.
+
+    >>> trace_format(torch.float64), trace_format(torch.int32), trace_format(torch.quint8)
+    ('fp64', 'int32', None)
+    """
+    return _TRACE_FORMATS.get(dtype)
 
 
 def format_of(dtype: torch.dtype) -> Format | None:

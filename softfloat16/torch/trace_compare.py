@@ -32,6 +32,7 @@ import torch
 
 from softfloat16.compare import describe, mismatch_mask, short_value, ulp_distance
 from softfloat16.linalg import TensorCore
+from softfloat16.optrace import VALUE_FORMATS
 
 from .machine import Machine
 from .mode import EmulationMode
@@ -42,7 +43,8 @@ from .recording import (
 __all__ = ["Comparison", "ElementDiff", "OpDiff", "TraceMismatch", "check_same_program", "compare_traces",
            "format_comparison", "machine_from_settings", "replay_op", "replay_traces", "show_value"]
 
-_SF_FORMATS = ("fp16", "bf16", "fp32", "fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "e8m0")
+# The trace formats that are softfloat16 formats (compared and shown through them).
+_SF_FORMATS = frozenset(name for name, value in VALUE_FORMATS.items() if value.format is not None)
 _FP64_SIGN, _FP64_MAGNITUDE = np.uint64(1 << 63), np.uint64((1 << 63) - 1)
 _FP64_INF, _FP64_QUIET = np.uint64(0x7FF0000000000000), np.uint64(1 << 51)
 

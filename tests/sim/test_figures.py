@@ -1,6 +1,6 @@
 """The report's figures, drawn from the committed docs/report/results.json: every point on the
 chart, each static run over its own window, the measured lost-update shares in figure e, the
-sweep's cells in figure g, and no legend over the curves (issue #11)."""
+sweep's cells in figure g, and no legend over the curves."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim import figures
 from sim.diagnostics import Log2Histogram
+from sim.report.scaling import figures
+from sim.report.sweep import SWEEP_FIGURES
 
 pytest.importorskip("matplotlib")
 
@@ -25,9 +26,9 @@ def document():
 
 @pytest.fixture(scope="module")
 def drawn(document, tmp_path_factory):
-    """Each figure drawn once, as make_figures draws it: {letter: matplotlib Figure}."""
+    """Each figure drawn once, as the report draws it: {letter: matplotlib Figure}."""
     out = tmp_path_factory.mktemp("figures")
-    every = {**figures.FIGURES, **figures.SWEEP_FIGURES}
+    every = {**figures.FIGURES, **SWEEP_FIGURES}
     return {letter: draw(document, str(out / name)) for letter, (name, draw) in every.items()}
 
 
@@ -143,7 +144,7 @@ def test_figure_e_shows_the_measured_lost_shares(document, drawn):
         expected.append(lost)
         assert f"{lost:.1f}%" in texts
     np.testing.assert_allclose([heights[x] for x in sorted(heights)], expected, rtol=1e-12)
-    assert [f"{value:.1f}" for value in expected] == ["6.1", "35.3"]  # the numbers the issue quotes
+    assert [f"{value:.1f}" for value in expected] == ["6.1", "35.3"]  # the shares the report quotes
 
 
 def test_figure_e_marks_each_run_where_it_meets_its_own_weight_line(document, drawn):
@@ -156,7 +157,7 @@ def test_figure_e_marks_each_run_where_it_meets_its_own_weight_line(document, dr
 
 
 def test_figure_g_has_one_point_per_cell_and_fp16_run_filled_where_the_cost_is_real(document, drawn):
-    from sim.report.sweep import cell_outcome
+    from sim.report.sweep import UNDERFLOW_FLOOR, cell_outcome
 
     sweep = document["sweep"]
     [axis] = drawn["g"].axes
@@ -165,6 +166,6 @@ def test_figure_g_has_one_point_per_cell_and_fp16_run_filled_where_the_cost_is_r
     assert len(points) == 2 * len(sweep["cells"])
     for cell in sweep["cells"].values():
         outcome = cell_outcome(cell, sweep["late_start"])
-        x = round(100 * max(outcome["underflow"], figures.UNDERFLOW_FLOOR), 9)
+        x = round(100 * max(outcome["underflow"], UNDERFLOW_FLOOR), 9)
         for run in ("fp16-none", "fp16-dynamic"):
             assert points[(x, round(100 * outcome["cost"][run], 9))] == outcome["real"][run], (cell["label"], run)

@@ -1,5 +1,5 @@
 """Outputs of ``python -m sim`` are checked before any training, failures to write are one line
-with exit status 2, and nothing half-written is left behind (issue: work thrown away)."""
+with exit status 2, and nothing half-written is left behind (no training work thrown away)."""
 from __future__ import annotations
 
 import errno
@@ -73,7 +73,7 @@ def test_report_options_work_without_the_subcommand(monkeypatch, tmp_path):
 def test_a_failed_report_write_leaves_nothing_behind(monkeypatch, tmp_path):
     """The disk fills up while the figures are drawn: no results.json, no half-written PNG, no
     temporary folder; the message names the file and the reason."""
-    import sim.figures
+    from sim.report import writing
 
     def full_disk(document, out):
         path = os.path.join(out, "fig_a.png")
@@ -81,7 +81,7 @@ def test_a_failed_report_write_leaves_nothing_behind(monkeypatch, tmp_path):
             file.write(b"\x89PNG half")
         raise OSError(errno.ENOSPC, "No space left on device", path)
 
-    monkeypatch.setattr(sim.figures, "make_figures", full_disk)
+    monkeypatch.setattr(writing, "draw_figures", full_disk)
     with pytest.raises(OSError):
         report.write_report(str(tmp_path), {"recipes": {}})
     assert os.listdir(tmp_path) == []

@@ -13,8 +13,9 @@ import pytest
 import softfloat16 as sf
 from sim import report
 from sim.cli import main
-from sim.report import suite, sweep
-from sim.figures import FIGURES, SWEEP_FIGURES
+from sim.report import runner, sweep
+from sim.report.scaling.figures import FIGURES
+from sim.report.sweep import SWEEP_FIGURES
 from sim.train import Trainer
 
 pytest.importorskip("matplotlib")
@@ -100,7 +101,7 @@ def test_round_trip_probe_counts_are_consistent(tiny_report):
 
 def test_skip_rates_use_the_stated_windows():
     assert report.skip_windows(500) == ((0, 100), (250, 500))
-    assert suite._rate({0, 1, 2, 300}, (0, 100)) == 0.03 and suite._rate({0, 1, 2, 300}, (250, 500)) == 0.004
+    assert runner._rate({0, 1, 2, 300}, (0, 100)) == 0.03 and runner._rate({0, 1, 2, 300}, (250, 500)) == 0.004
 
 
 def test_the_collector_reads_true_gradients_and_lost_updates():

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from sim.report.recipes import suite_recipes
-from sim.report.suite import run_suite
+from sim.report.runner import run_suite
+from sim.report.scaling.recipes import suite_recipes
 
 
 def test_runs_on_a_dask_cluster_equal_the_local_runs():

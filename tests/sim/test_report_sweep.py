@@ -10,12 +10,10 @@ import shlex
 import numpy as np
 import pytest
 
-from sim import figures
 from sim.arguments import add_train_arguments, given_train_fields, train_config
-from sim.report import run_recipe, suite_recipes, sweep_cells, sweep_recipes
-from sim.report.recipes import train_command
-from sim.report.sweep import SWEEP_RUNS, SweepCell, cell_outcome
-from sim.report.sweep_section import render_sweep, sweep_claims
+from sim.report import run_recipe, suite_recipes, sweep, sweep_cells, sweep_recipes
+from sim.report.recipe import train_command
+from sim.report.sweep import SWEEP_RUNS, SweepCell, cell_outcome, render_sweep, sweep_claims
 from sim.train import TrainConfig, Trainer
 
 SUITE_COMMANDS = [  # the nine commands as the report printed them before the command became generic
@@ -182,12 +180,12 @@ def _points(axis):
 
 def test_figure_g_puts_each_run_at_its_cells_underflow_and_cost(tmp_path):
     document = _document(_cell(*FINE), _cell(*FAILS), _cell(*STUCK))
-    fig = figures.figure_sweep_cost(document, str(tmp_path / "g.png"))
+    fig = sweep.figure_sweep_cost(document, str(tmp_path / "g.png"))
     [axis] = fig.axes
     points = _points(axis)
     for cell in document["sweep"]["cells"].values():
         outcome = cell_outcome(cell, 2)
-        x = round(100 * max(outcome["underflow"], figures.UNDERFLOW_FLOOR), 9)
+        x = round(100 * max(outcome["underflow"], sweep.UNDERFLOW_FLOOR), 9)
         for run in ("fp16-none", "fp16-dynamic"):
             key = (x, round(100 * outcome["cost"][run], 9))
             assert key in points, (cell["label"], run)
@@ -203,10 +201,10 @@ def test_figure_h_draws_both_fp16_runs_of_every_deepest_cell(tmp_path):
     for cell in cells:
         cell["runs"]["fp16-dynamic"]["underflow_fraction"] = {"fc1": 0.0, "fc2": 0.001, "fc3": 0.0}
         cell["runs"]["fp16-none"]["underflow_fraction"].setdefault("fc3", 0.0)
-    fig = figures.figure_sweep_layers(_document(*cells), str(tmp_path / "h.png"))
+    fig = sweep.figure_sweep_layers(_document(*cells), str(tmp_path / "h.png"))
     panels = [axis for axis in fig.axes if axis.get_visible()]
     assert [axis.get_title() for axis in panels] == ["Adam, 3 hidden layers", "SGD, 3 hidden layers"]
     assert [len(axis.get_lines()) for axis in panels] == [4, 2]
-    fails = 100 * np.maximum([0.6, 0.1, 0.0], figures.UNDERFLOW_FLOOR)
+    fails = 100 * np.maximum([0.6, 0.1, 0.0], sweep.UNDERFLOW_FLOOR)
     assert any(np.allclose(line.get_ydata(), fails) for line in panels[0].get_lines())
     assert len(fig.legends) == 1 and all(axis.get_legend() is None for axis in panels)

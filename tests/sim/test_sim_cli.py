@@ -1,4 +1,5 @@
-"""``python -m sim``: a smoke run on synthetic data, the JSON report, resume, and bad input."""
+"""``python -m sim``: a smoke run on synthetic data, the JSON report, resume (the checkpoint read once,
+each config resolved once), bad input, and the help texts."""
 from __future__ import annotations
 
 import io
@@ -9,8 +10,14 @@ import sys
 
 import pytest
 
+import sim.cli
+import sim.train
+from sim import report
 from sim.cli import _Progress, main
+from sim.config import TrainConfig
 from sim.diagnostics import StepRecord
+from sim.report import sweep
+from sim.report.finer.recipes import finer_recipes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = ["train", "--data", "synthetic", "--batch-size", "8"]
@@ -117,3 +124,67 @@ def test_the_progress_bar_shows_on_a_terminal_only():
             assert "3/3" in stream.getvalue() and "skipped 1" in stream.getvalue()
         else:
             assert stream.getvalue() == ""
+
+
+def _counting(monkeypatch, owner, name, seen):
+    """Replace ``owner.name`` by a wrapper that appends its first argument to ``seen``."""
+    real = getattr(owner, name)
+
+    def counted(first, *args, **kwargs):
+        seen.append(first)
+        return real(first, *args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+
+
+def test_a_run_resolves_its_config_once(monkeypatch, capsys):
+    checked = []
+    _counting(monkeypatch, TrainConfig, "_check", checked)
+    assert main([*SMALL, "--steps", "1"]) == 0
+    assert len(checked) == 1
+
+
+def test_resume_reads_the_checkpoint_once_and_resolves_each_config_once(tmp_path, monkeypatch, capsys):
+    """The file is read and hash-checked once; the run's config (steps 3) is resolved once, and
+    the checkpoint's own (steps 1) once, to compare the two."""
+    state = str(tmp_path / "state.npz")
+    assert main([*SMALL, "--steps", "1", "--checkpoint", state]) == 0
+    reads, checked = [], []
+    for module in (sim.cli, sim.train):  # each holds the name it imported
+        _counting(monkeypatch, module, "load_checkpoint", reads)
+    _counting(monkeypatch, TrainConfig, "_check", checked)
+    assert main(["train", "--resume", state, "--steps", "3"]) == 0
+    assert reads == [state]
+    assert sorted(config.steps for config in checked) == [1, 3]
+
+
+def test_the_help_shows_what_a_bare_command_takes(capsys):
+    """``python -m sim --help`` lists the report's options (``python -m sim --out DIR`` runs the
+    report), and the report's help counts its runs from the recipe definitions."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "With no subcommand, python -m sim runs the report" in text
+    for option in ("--out DIR", f"default ./{report.DEFAULT_OUT}", "--steps N", "--no-sweep", "--no-finer"):
+        assert option in text
+    suite = len(report.suite_recipes())
+    sweep = len(report.sweep_recipes(report.sweep_cells(), report.DEFAULT_STEPS))
+    finer = len(finer_recipes())
+    assert f"run the report's {suite + sweep + finer} training runs" in text
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "nine" not in text
+    assert f"Run the report's {suite + sweep + finer} training runs" in text
+    assert f"suite ({suite} recipes)" in text and f"({sweep} runs of half the steps" in text
+    assert f"({finer} runs and a GEMM sweep" in text
+
+
+def test_the_help_counts_follow_the_grid(monkeypatch, capsys):
+    """A different grid, a different count: the help is not a literal."""
+    monkeypatch.setattr(report, "sweep_cells", lambda: sweep.sweep_cells()[:1])
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(3 runs of half the steps" in text
+    assert f"Run the report's {len(report.suite_recipes()) + 3 + len(finer_recipes())} training runs" in text

@@ -180,3 +180,17 @@ def test_a_divergent_scalar_output_is_reported():
     text = format_report(report)
     assert [r.status for r in report.results] == ["expected"]
     assert "value: actual   0x402cbfb0" in text and "expected 0x402cbfaf" in text and "ulp distance 1" in text
+
+
+def test_a_torch_trace_is_refused_by_name(dump_path, tmp_path, capsys):
+    """The dump and softfloat16.torch's traces share one schema and reader; the kind tells them apart."""
+    from softfloat16.optrace import TRACE_KIND, OpTrace, load_op_trace, save_op_trace
+
+    dump = load_op_trace(dump_path)
+    trace = tmp_path / "trace.npz"
+    save_op_trace(trace, OpTrace(dump.ops[:3], "torch", "native", {}, {}, {}, kind=TRACE_KIND))
+    with pytest.raises(DumpError, match="not a cross-check dump .*: a torch trace of softfloat16.torch.record"):
+        load_dump(trace)
+    assert cli.main(["--against", str(trace)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(trace) in err and "a torch trace" in err

@@ -1,6 +1,7 @@
-"""The :class:`Collector`: an observer of the training step that measures what the report's
-figures and claims need (true gradients on the log2 axis, update-to-weight ratios, lost updates,
-and the scale/unscale round trip).
+"""The loss-scaling suite's runs: what they measure besides the run log. The :class:`Collector`,
+an observer of the training step, measures what the suite's figures and claims need (true
+gradients on the log2 axis, update-to-weight ratios, lost updates, and the scale/unscale round
+trip); :func:`sim.report.runner.run_recipe` attaches it to every recipe with ``collect``.
 """
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import numpy as np
 
 import softfloat16 as sf
 from sim.diagnostics import Log2Histogram
-from sim.report.recipes import ROUND_TRIP_OTHER_SCALE
+from sim.report.scaling.recipes import ROUND_TRIP_OTHER_SCALE
 from sim.tensor import gradients
 from sim.train import StepDetail
 
-__all__ = ["PROBE_EVERY", "Collector"]
+__all__ = ["PROBE_EVERY", "ROUND_TRIP_KEYS", "Collector"]
 
 PROBE_EVERY = 5  # the round-trip probe costs a backward pass: every 5th step is plenty of entries
 

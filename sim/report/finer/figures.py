@@ -1,9 +1,9 @@
-"""The figures of the report's second story, finer scales and accumulation (matplotlib, Agg).
+"""Finer scales and accumulation, figures finer-a to finer-d (:mod:`sim.report.plotting`).
 
-Each ``figure_*`` function takes the dict of :func:`sim.report.finer.finer_section` and a path,
-draws one PNG and returns the (closed) matplotlib Figure, so that tests can inspect it;
-:func:`make_finer_figures` draws them all and returns ``{key: file name}``. Nothing is
-recomputed here but the representable range under a scale (:func:`scaled_range`).
+Each ``figure_*`` function takes the section's results (:func:`sim.report.finer.runs.finer_results`)
+and a path, draws one PNG and returns the (closed) matplotlib Figure, so that tests can inspect
+it; :func:`draw_finer_figures` draws them all. Nothing is recomputed here but the representable
+range under a scale (:func:`scaled_range`).
 
 >>> FINER_FIGURES["finer-a"][0]
 'fig_finer_a_amax_scales.png'
@@ -12,36 +12,33 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import softfloat16 as sf
-from sim import figures
+from sim.report import keys, plotting
+from sim.report.finer.recipes import ROLES
+from sim.report.plotting import Figures, pyplot, save_figure, series
 
-__all__ = ["AMAX_TENSORS", "FINER_FIGURES", "make_finer_figures", "scaled_range"]
+__all__ = ["AMAX_TENSORS", "FINER_FIGURES", "draw_finer_figures", "scaled_range"]
 
 # Figure a's tensors: an activation, a weight, and the output gradients of the first and last layers.
 AMAX_TENSORS = ("fc2.input", "fc1.weight", "fc1.grad_output", "fc4.grad_output")
 ROLE_COLORS = {"input": "#1f77b4", "weight": "#2ca02c", "grad_output": "#d62728"}
 # Figure b's groups, coarsest first: (run key, label)
 GRANULARITY_RUNS = (
-    ("fp8-global", "global: none\n(F2)"),
-    ("fp8-global-loss-scale", "global: loss scale\n(F3)"),
-    ("fp8-delayed", "per tensor: delayed\n(F4)"),
-    ("fp8-current", "per tensor: current\n(F5)"),
-    ("mxfp8", "per block of 32\nMXFP8 (F6)"),
-    ("nvfp4-rne", "per block of 16\nNVFP4 (F7)"),
+    (keys.FP8_GLOBAL, "global: none\n(F2)"),
+    (keys.FP8_GLOBAL_LOSS_SCALE, "global: loss scale\n(F3)"),
+    (keys.FP8_DELAYED, "per tensor: delayed\n(F4)"),
+    (keys.FP8_CURRENT, "per tensor: current\n(F5)"),
+    (keys.MXFP8, "per block of 32\nMXFP8 (F6)"),
+    (keys.NVFP4_RNE, "per block of 16\nNVFP4 (F7)"),
 )
 RUN_COLORS = ("#000000", "#d62728", "#ff7f0e", "#1f77b4", "#17becf", "#9467bd", "#2ca02c", "#8c564b",
               "#e377c2", "#7f7f7f")
 ACCUMULATION_STYLES = {"fp32": ("#1f77b4", "FP32 accumulation"), "kept": ("#d62728", "{bits} kept bits"),
                        "promoted": ("#2ca02c", "{bits} kept bits, promoted every {every}")}
-
-
-# The main report's figure helpers: one pyplot setup, one way to save, None as NaN.
-_pyplot, _save, _values = figures._pyplot, figures._save, figures._values
 
 
 def scaled_range(tensor: str, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -60,15 +57,15 @@ def scaled_range(tensor: str, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def figure_amax_scales(results: dict[str, Any], path: str) -> Any:
     """finer-a. The delayed run's amax per step against fmax / scale, for ``AMAX_TENSORS``."""
-    plt = _pyplot()
-    run = results["runs"].get("fp8-delayed")
+    plt = pyplot()
+    run = results["runs"].get(keys.FP8_DELAYED)
     trace = run.get("tensor_trace") if run else None
     tensors = [t for t in AMAX_TENSORS if trace and t in trace["tensors"]] or (trace["tensors"][:4] if trace else [])
     fig, axes = plt.subplots(2, 2, figsize=(11, 6.8), squeeze=False, layout="constrained")
     for axis, tensor in zip(axes.ravel(), tensors):
         column = trace["tensors"].index(tensor)
-        amax = _values([step[column] for step in trace["amax"]])
-        scale = _values([step[column] for step in trace["scale"]])
+        amax = series([step[column] for step in trace["amax"]])
+        scale = series([step[column] for step in trace["scale"]])
         saturated = np.array([step[column] > 0 for step in trace["saturated"]], dtype=bool)
         steps = np.arange(amax.size)
         low, high = scaled_range(tensor, scale)
@@ -102,17 +99,17 @@ def figure_amax_scales(results: dict[str, Any], path: str) -> Any:
     history = run["config"].get("amax_history") if run else None
     fig.suptitle(f"Run F4, per-tensor delayed scaling (amax history {history}): the amax against the largest "
                  "value its scale represents", fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def figure_granularity(results: dict[str, Any], path: str) -> Any:
     """finer-b. Per scaling granularity and tensor role: the share of nonzero values quantised to
     zero (solid) and beyond the scaled range (hatched)."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.patches import Patch
 
     groups = [(results["runs"][key], label) for key, label in GRANULARITY_RUNS if key in results["runs"]]
-    roles = ("input", "weight", "grad_output")
+    roles = ROLES
     fig, axis = plt.subplots(figsize=(11, 4.8), layout="constrained")
     width = 0.26
     for g, (run, _) in enumerate(groups):
@@ -135,13 +132,13 @@ def figure_granularity(results: dict[str, Any], path: str) -> Any:
     handles = [Patch(color=ROLE_COLORS[role], label=role) for role in roles]
     handles += [Patch(facecolor="#bbbbbb", hatch="//", edgecolor="#666666", label="saturated (beyond the range)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def figure_accuracy(results: dict[str, Any], path: str) -> Any:
     """finer-c. Test accuracy at each evaluation: the finer-scales runs, and the accumulation
     runs with their FP32-accumulated reference."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, panels = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True, layout="constrained")
     runs = list(results["runs"].items())
     for color, (key, run) in zip(RUN_COLORS * 2, runs):
@@ -149,23 +146,23 @@ def figure_accuracy(results: dict[str, Any], path: str) -> Any:
         if not curve["step"]:
             continue
         targets = [panels[0]] if run["part"] == "finer" else [panels[1]]
-        if key == "fp8-delayed":
+        if key == keys.FP8_DELAYED:
             targets.append(panels[1])
         for axis in targets:
-            axis.plot(curve["step"], 100 * _values(curve["accuracy"]), "o-", color=color, markersize=3, linewidth=1,
+            axis.plot(curve["step"], 100 * series(curve["accuracy"]), "o-", color=color, markersize=3, linewidth=1,
                       label=f"{run['label']}: {run['title']}")
     for axis, title in zip(panels, ("Finer scales", "Accumulation (FP8 delayed)")):
         axis.set_title(title, fontsize=10)
         axis.set_xlabel("step")
         axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.15), ncol=1, frameon=False)
     panels[0].set_ylabel("test accuracy (%)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def figure_accumulation_error(results: dict[str, Any], path: str) -> Any:
     """finer-d. GEMM error against K: FP32, kept bits, kept bits with promotion; nonnegative and
     signed operands; our MLP's reduction lengths marked."""
-    plt = _pyplot()
+    plt = pyplot()
     sweep = results["accumulation"]
     fig, panels = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
     mlp_k = results["section"]["reduction_lengths"]
@@ -198,10 +195,10 @@ def figure_accumulation_error(results: dict[str, Any], path: str) -> Any:
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(f"E4M3 GEMM error against K ({sweep['shape'][0]}x{sweep['shape'][1]} outputs per K, "
                  f"blocks of {sweep['tc_block']} products)", fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-FINER_FIGURES: dict[str, tuple[str, Callable[[dict[str, Any], str], Any]]] = {
+FINER_FIGURES: Figures = {
     "finer-a": ("fig_finer_a_amax_scales.png", figure_amax_scales),
     "finer-b": ("fig_finer_b_granularity.png", figure_granularity),
     "finer-c": ("fig_finer_c_accuracy.png", figure_accuracy),
@@ -209,10 +206,6 @@ FINER_FIGURES: dict[str, tuple[str, Callable[[dict[str, Any], str], Any]]] = {
 }
 
 
-def make_finer_figures(results: dict[str, Any], out: str) -> dict[str, str]:
-    """Draw every figure of the section into ``out``; returns ``{key: file name}``."""
-    written = {}
-    for key, (name, draw) in FINER_FIGURES.items():
-        draw(results, os.path.join(out, name))
-        written[key] = name
-    return written
+def draw_finer_figures(results: dict[str, Any], out_dir: str) -> list[str]:
+    """Draw this section's figures into ``out_dir`` (matplotlib); returns the paths written."""
+    return [os.path.join(out_dir, name) for name in plotting.draw_figures(FINER_FIGURES, results, out_dir).values()]

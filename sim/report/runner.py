@@ -1,5 +1,7 @@
-"""Running the suite: one recipe in a :class:`~sim.train.Trainer` with the report's observer, and
-all of them in worker processes, with their progress sent back to the parent.
+"""Running the report's recipes, whatever their story: one in a :class:`~sim.train.Trainer` with the
+suite's observer (:class:`~sim.report.scaling.runs.Collector`, for the recipes that ``collect``)
+and the skip rates of :func:`~sim.report.scaling.recipes.skip_windows`, and all of them in worker
+processes or on a Dask cluster, with their progress sent back to the parent.
 
 Each run is an ordinary ``python -m sim train`` run plus observers that change nothing in
 training, so its row can be reproduced with the command the report prints (same weights_sha256).
@@ -14,8 +16,9 @@ import queue as queue_module
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sim.report.collector import Collector
-from sim.report.recipes import Recipe, evaluation_interval, skip_windows
+from sim.report.recipe import Recipe, evaluation_interval
+from sim.report.scaling.recipes import skip_windows
+from sim.report.scaling.runs import Collector
 from sim.train import Trainer
 
 __all__ = ["run_recipe", "run_suite"]
@@ -84,9 +87,16 @@ _worker_queue: Any = None
 def _start_worker(progress: Any) -> None:
     global _worker_queue
     _worker_queue = progress
+    import os
+    import sys
+
     import numba  # one thread per worker: the workers already share the cores
 
+    from softfloat16.compiling import CompileNotices
+
     numba.set_num_threads(1)
+    # A first run on a machine compiles the kernels in each worker: say so while it lasts.
+    CompileNotices(sys.stderr, label=f"sim worker {os.getpid()}: ").__enter__()
 
 
 def _run_in_worker(index: int, recipe: Recipe) -> dict[str, Any]:
@@ -148,7 +158,7 @@ def run_suite(
     queue; Dask runs report once, when they finish). Runs are independent and deterministic, so
     the results do not depend on ``workers`` or on the cluster.
 
-    >>> from sim.report.recipes import suite_recipes
+    >>> from sim.report.scaling.recipes import suite_recipes
     >>> seen = []
     >>> [result] = run_suite(suite_recipes(steps=2, data="synthetic", batch_size=8)[:1],
     ...                      on_progress=lambda index, step: seen.append((index, step)))

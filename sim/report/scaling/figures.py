@@ -1,26 +1,23 @@
-"""The report's figures, drawn from results.json alone (matplotlib, Agg backend): six of the suite
-(:data:`FIGURES`) and two of the sweep (:data:`SWEEP_FIGURES`, drawn when the document has one).
+"""The loss-scaling suite's figures a to f, drawn from results.json alone (:mod:`sim.report.plotting`).
 
-Each ``figure_*`` function takes the suite document (:func:`sim.report.suite_document`) and a
-path, draws one PNG and returns the (closed) matplotlib Figure, so that tests can inspect what
-was drawn. :func:`make_figures` draws them all and returns ``{letter: file name}``. The data come
-from the runs the captions name; nothing is recomputed here but the windows of suitable loss
-scales (:func:`scale_window`), which are derived from the measured gradients, and the sweep's
-accuracy costs (:func:`sim.report.sweep.cell_outcome`, the one definition the report uses).
+Each ``figure_*`` function takes the report's document (:func:`sim.report.writing.suite_document`)
+and a path, draws one PNG and returns the (closed) matplotlib Figure; :func:`draw_figures` draws
+them all and returns ``{letter: file name}``. The data come from the runs the captions name;
+nothing is recomputed here but the windows of suitable loss scales (:func:`scale_window`), which
+are derived from the measured gradients.
 """
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import softfloat16 as sf
+from sim.report import keys, plotting
+from sim.report.plotting import RUN_COLORS, Figures, pyplot, save_figure, series
 
-__all__ = ["FIGURES", "SWEEP_FIGURES", "make_figures", "scale_window"]
-
+__all__ = ["ACCURACY_BREAK", "FIGURES", "FP16_MAX", "draw_figures", "scale_window"]
 
 
 def _largest_log2(fmt: sf.Format) -> float:
@@ -38,18 +35,6 @@ COLORS = {"FP32": "#1f77b4", "BF16": "#2ca02c", "FP16": "#ff7f0e"}
 # Figure c's accuracy axis is broken here: above, the runs that train, at full resolution; below,
 # everything else (run 6 near chance, run 8a's first evaluations), so every point is on the chart.
 ACCURACY_BREAK = 80.0
-RUN_COLORS = ("#000000", "#d62728", "#ff7f0e", "#1f77b4", "#9467bd", "#8c564b", "#2ca02c", "#e377c2", "#7f7f7f")
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _histogram(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """(bin exponents, counts) of a Log2Histogram dict."""
     counts = np.asarray(state["counts"], dtype=np.float64)
@@ -58,17 +43,6 @@ def _histogram(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
 
 def _run(document: dict[str, Any], key: str) -> dict[str, Any] | None:
     return document["recipes"].get(key)
-
-
-def _save(fig: Any, path: str) -> Any:
-    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
-    _pyplot().close(fig)
-    return fig
-
-
-def _values(values: list[float | None]) -> np.ndarray:
-    """A results.json series as float64, None (not measured) as NaN."""
-    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
 def _format_bars(axis: Any, rows: dict[str, float]) -> None:
@@ -82,8 +56,8 @@ def _format_bars(axis: Any, rows: dict[str, float]) -> None:
 def figure_number_line(document: dict[str, Any], path: str) -> Any:
     """a. FP32, BF16 and FP16 on the log2 axis, with the true gradient magnitudes of each layer
     (run 3, all steps) drawn as ridges: where the FP16 floor cuts them off."""
-    plt = _pyplot()
-    run = _run(document, "fp16-static")
+    plt = pyplot()
+    run = _run(document, keys.FP16_STATIC)
     layers = run["layers"] if run else []
     fig, axes = plt.subplots(2, 1, figsize=(11, 6.5), gridspec_kw={"height_ratios": [1, 1.3]})
     rows = {"FP32": len(layers) + 2, "BF16": len(layers) + 1, "FP16": len(layers)}
@@ -107,17 +81,17 @@ def figure_number_line(document: dict[str, Any], path: str) -> Any:
     fig.text(0.01, -0.01, "Gradients: true (FP32 reference) per-layer gradients of run 3, all steps, "
              "binned by floor(log2|g|); ridges are scaled to each layer's peak.", fontsize=8)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def figure_gradient_histograms(document: dict[str, Any], path: str) -> Any:
     """b. Per layer: true gradient magnitudes unscaled and multiplied by the static scale S, with
     FP16's floor (2^-14 normal, 2^-24 subnormal) and ceiling (65504)."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    run = _run(document, "fp16-static")
+    run = _run(document, keys.FP16_STATIC)
     layers = run["layers"] if run else []
     scale = run["config"]["scale"] if run else 1.0
     shift = math.log2(scale)
@@ -159,7 +133,7 @@ def figure_gradient_histograms(document: dict[str, Any], path: str) -> Any:
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle("Run 3: gradient magnitudes of each layer (weights and bias) vs the FP16 floor and ceiling",
                  fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _broken_axis_marks(upper: Any, lower: Any) -> None:
@@ -177,12 +151,12 @@ def figure_loss_curves(document: dict[str, Any], path: str) -> Any:
     """c. Training loss of every run (moving mean over 10 steps; skipped steps included), and
     the test accuracy at each evaluation on an axis broken at ``ACCURACY_BREAK``: every point
     is on the chart, and the runs that train keep their resolution."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (top, upper, lower) = plt.subplots(3, 1, figsize=(10, 10), sharex=True, layout="constrained",
                                             gridspec_kw={"height_ratios": [1.6, 1, 0.55]})
     for color, run in zip(RUN_COLORS * 2, document["recipes"].values()):
         label = f"{run['label']}: {run['title']}"
-        loss = _values(run["per_step"]["loss"])
+        loss = series(run["per_step"]["loss"])
         if loss.size:
             window = min(10, loss.size)
             smooth = np.convolve(np.nan_to_num(loss, nan=0.0), np.ones(window) / window, mode="valid")
@@ -205,7 +179,7 @@ def figure_loss_curves(document: dict[str, Any], path: str) -> Any:
     lower.set_xlabel("step")
     # below the panels, where it covers no curve
     fig.legend(*top.get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7, frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _running_median(values: np.ndarray, window: int = 25) -> np.ndarray:
@@ -230,7 +204,7 @@ def scale_window(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     (-5.0, 16.0, True)
     """
     diagnostics = run["diagnostics"]
-    largest, p01 = _values(diagnostics["grad_max"]), _values(diagnostics["grad_log2_p01"])
+    largest, p01 = series(diagnostics["grad_max"]), series(diagnostics["grad_log2_p01"])
     with np.errstate(divide="ignore", invalid="ignore"):
         top = np.floor(np.log2(FP16_MAX / largest))
     return FP16_ZERO_BELOW - p01, top
@@ -247,8 +221,8 @@ def _draw_scale_window(axis: Any, run: dict[str, Any]) -> None:
                                          "(25-step median; faint: each step)")
 
 
-STATIC_RUNS = (("fp16-static", "#ff7f0e"), ("fp16-static-too-large", "#e377c2"),
-               ("fp16-static-too-small", "#7f7f7f"))
+STATIC_RUNS = ((keys.FP16_STATIC, "#ff7f0e"), (keys.FP16_STATIC_TOO_LARGE, "#e377c2"),
+               (keys.FP16_STATIC_TOO_SMALL, "#7f7f7f"))
 
 
 def figure_dynamic_scale(document: dict[str, Any], path: str) -> Any:
@@ -256,14 +230,14 @@ def figure_dynamic_scale(document: dict[str, Any], path: str) -> Any:
     scales that suit each step's gradients. Below: the static scales of runs 3, 8a and 8b, each
     over its own run's window (8a's gradients stay large while it skips, so its window differs
     from run 3's): the window moves, a constant does not."""
-    plt = _pyplot()
+    plt = pyplot()
     statics = [(run, color) for key, color in STATIC_RUNS if (run := _run(document, key))]
     fig, axes = plt.subplots(1 + len(statics), 1, figsize=(11, 3.4 + 2.4 * len(statics)), sharex=True,
                              sharey=True, layout="constrained",
                              gridspec_kw={"height_ratios": [1.3] + [1] * len(statics)}, squeeze=False)
     axes = axes.ravel()
     top = axes[0]
-    run = _run(document, "fp16-dynamic")
+    run = _run(document, keys.FP16_DYNAMIC)
     if run:
         _draw_scale_window(top, run)
         scale = np.log2(np.asarray(run["loss_scale_history"], dtype=np.float64))
@@ -288,7 +262,7 @@ def figure_dynamic_scale(document: dict[str, Any], path: str) -> Any:
         axis.set_ylabel("log2 loss scale")
         # outside the axes, on the right: the band fills most of each panel
         axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _weight_threshold(run: dict[str, Any]) -> int:
@@ -304,14 +278,14 @@ def figure_update_ratios(document: dict[str, Any], path: str) -> Any:
     updates below each |update| / |weight|, marked where each run meets its own weight format's
     line (2^-11 for FP16, 2^-24 for FP32). Right: the share of nonzero updates that actually left
     the weight unchanged, split by whether the gradient was zero (momentum alone)."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.patches import Patch
 
     fig, (curves, bars) = plt.subplots(1, 2, figsize=(11, 4.8), layout="constrained",
                                        gridspec_kw={"width_ratios": [2.3, 1]})
     summary: list[str] = []
     ticks: list[str] = []
-    for key, color in (("fp16-dynamic", "#1f77b4"), ("fp16-dynamic-no-master", "#d62728")):
+    for key, color in ((keys.FP16_DYNAMIC, "#1f77b4"), (keys.FP16_DYNAMIC_NO_MASTER, "#d62728")):
         run = _run(document, key)
         if not run:
             continue
@@ -358,16 +332,16 @@ def figure_update_ratios(document: dict[str, Any], path: str) -> Any:
     labels += ["lost; the gradient was exactly zero (momentum alone)", "lost; the gradient was nonzero"]
     fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     fig.suptitle("An update below half an ulp of its stored weight is lost: " + "; ".join(summary), fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def figure_clip_norm(document: dict[str, Any], path: str) -> Any:
     """f. The gradient norm the clip compares with its threshold: unscale-then-clip (run 4) vs
     clip-then-unscale (run 6)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axis = plt.subplots(figsize=(10, 4.5))
     threshold = None
-    for key, color in (("fp16-dynamic", "#1f77b4"), ("fp16-dynamic-clip-bug", "#d62728")):
+    for key, color in ((keys.FP16_DYNAMIC, "#1f77b4"), (keys.FP16_DYNAMIC_CLIP_BUG, "#d62728")):
         run = _run(document, key)
         if not run:
             continue
@@ -386,10 +360,10 @@ def figure_clip_norm(document: dict[str, Any], path: str) -> Any:
     axis.set_title("The clipping-order bug: the clip sees gradients still multiplied by the loss scale")
     axis.legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-FIGURES: dict[str, tuple[str, Callable[[dict[str, Any], str], Any]]] = {
+FIGURES: Figures = {
     "a": ("fig_a_number_line.png", figure_number_line),
     "b": ("fig_b_gradient_histograms.png", figure_gradient_histograms),
     "c": ("fig_c_loss_curves.png", figure_loss_curves),
@@ -399,109 +373,6 @@ FIGURES: dict[str, tuple[str, Callable[[dict[str, Any], str], Any]]] = {
 }
 
 
-# Figure g: the cell's colour says what FP32 did, the marker which FP16 run, the fill whether real.
-SWEEP_RUN_MARKERS = {"fp16-none": ("o", "#d62728", "FP16, no loss scaling"),
-                     "fp16-dynamic": ("s", "#1f77b4", "FP16, dynamic loss scaling")}
-NEAR_CHANCE_COLOR = "#999999"
-UNDERFLOW_FLOOR = 1e-6  # shares of 0 are drawn here on the log axes (0.0001%)
-
-
-def figure_sweep_cost(document: dict[str, Any], path: str) -> Any:
-    """g. One point per sweep cell and FP16 run: FP32's second-half mean test accuracy minus the
-    run's (points of accuracy), at the share of gradient entries FP16 without scaling lost. Filled
-    where the second-half ranges do not overlap; grey where FP32 itself stays near chance."""
-    plt = _pyplot()
-    from matplotlib.lines import Line2D
-
-    from sim.report.sweep import cell_outcome
-
-    sweep = document.get("sweep") or {"cells": {}, "late_start": 0}
-    fig, axis = plt.subplots(figsize=(10, 5.6), layout="constrained")
-    labelled: list[tuple[float, float]] = []  # (log10 x, y) of the labels placed so far
-    for cell in sweep["cells"].values():
-        outcome = cell_outcome(cell, sweep["late_start"])
-        x = 100 * max(outcome["underflow"], UNDERFLOW_FLOOR)
-        costs = [100 * c for c in outcome["cost"].values() if c is not None]
-        if len(costs) == 2:
-            axis.plot([x, x], costs, color="#cccccc", linewidth=1, zorder=1)
-        for run, (marker, color, _) in SWEEP_RUN_MARKERS.items():
-            cost = outcome["cost"][run]
-            if cost is None:
-                continue
-            shade = color if outcome["fp32_trains"] else NEAR_CHANCE_COLOR
-            axis.plot([x], [100 * cost], marker, markersize=8, color=shade, markeredgewidth=1.5,
-                      markerfacecolor=shade if outcome["real"][run] else "white", zorder=2)
-        if outcome["cost"]["fp16-none"] is not None:
-            y = 100 * outcome["cost"]["fp16-none"]
-            # cells that land on the same spot get their labels stacked, not printed over each other
-            near = sum(abs(math.log10(x) - u) < 0.15 and abs(y - v) < 1.5 for u, v in labelled)
-            labelled.append((math.log10(x), y))
-            axis.annotate(cell["label"], (x, y), xytext=(6, 2 + 9 * near), textcoords="offset points", fontsize=8,
-                          color="#333333")
-    axis.axhline(0.0, color="#333333", linewidth=0.8)
-    axis.set_xscale("log")
-    axis.set_xlabel("gradient entries lost to underflow by FP16 without scaling, over the run (%, log scale)")
-    axis.set_ylabel("FP32 accuracy minus the run's (points, second-half mean)")
-    axis.set_title("Where loss scaling matters: accuracy cost against underflow, one point per cell and FP16 run",
-                   fontsize=10)
-    handles = [Line2D([], [], linestyle="none", marker=marker, color=color, markersize=8, label=label)
-               for marker, color, label in SWEEP_RUN_MARKERS.values()]
-    handles += [Line2D([], [], linestyle="none", marker="o", color="#555555", markerfacecolor="white", markersize=8,
-                       label="hollow: within the run-to-run spread (ranges overlap)"),
-                Line2D([], [], linestyle="none", marker="o", color=NEAR_CHANCE_COLOR, markersize=8,
-                       label="grey: FP32 itself stays near chance")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
-    return _save(fig, path)
-
-
-def figure_sweep_layers(document: dict[str, Any], path: str) -> Any:
-    """h. Per layer, the underflow share of the deepest rows of the sweep: one panel per row, one
-    colour per gain; solid FP16 without scaling, dashed with dynamic scaling."""
-    plt = _pyplot()
-    from matplotlib.lines import Line2D
-
-    sweep = document.get("sweep") or {"cells": {}, "rows": [], "gains": []}
-    cells = list(sweep["cells"].values())
-    deepest = max((c["depth"] for c in cells), default=0)
-    rows = [(optimizer, depth) for optimizer, depth in sweep["rows"] if depth == deepest]
-    fig, axes = plt.subplots(1, max(1, len(rows)), figsize=(5.5 * max(1, len(rows)), 4.6), sharey=True,
-                             layout="constrained", squeeze=False)
-    colors = dict(zip(sweep["gains"], RUN_COLORS[1:]))
-    names: list[str] = []
-    for axis, (optimizer, depth) in zip(axes.ravel(), rows):
-        for cell in (c for c in cells if (c["optimizer"], c["depth"]) == (optimizer, depth)):
-            for run, style in (("fp16-none", "-"), ("fp16-dynamic", "--")):
-                shares = cell["runs"][run]["underflow_fraction"]
-                names = list(shares)
-                values = 100 * np.maximum(np.asarray(list(shares.values()), dtype=np.float64), UNDERFLOW_FLOOR)
-                axis.plot(np.arange(len(values)), values, style, marker="o", markersize=3,
-                          color=colors.get(cell["gain"], "#333333"), linewidth=1.4)
-        axis.set_xticks(range(len(names)), names, fontsize=8)
-        axis.set_ylim(100 * UNDERFLOW_FLOOR * 0.7, 100)
-        axis.set_yscale("log")
-        axis.set_xlabel("layer (fc1: farthest from the loss)")
-        axis.set_title(f"{'Adam' if optimizer == 'adam' else 'SGD'}, {depth} hidden layers", fontsize=10)
-    axes.ravel()[0].set_ylabel("gradient entries lost to underflow (%, log)")
-    handles = [Line2D([], [], color=color, linewidth=1.4, label=f"gain {gain:g}") for gain, color in colors.items()]
-    handles += [Line2D([], [], color="#333333", linestyle="-", label="FP16, no loss scaling"),
-                Line2D([], [], color="#333333", linestyle="--", label="FP16, dynamic loss scaling")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
-    fig.suptitle("Underflow by layer in the deepest networks of the sweep", fontsize=11)
-    return _save(fig, path)
-
-
-SWEEP_FIGURES: dict[str, tuple[str, Callable[[dict[str, Any], str], Any]]] = {
-    "g": ("fig_g_sweep_cost.png", figure_sweep_cost),
-    "h": ("fig_h_sweep_layers.png", figure_sweep_layers),
-}
-
-
-def make_figures(document: dict[str, Any], out: str) -> dict[str, str]:
-    """Draw every figure into ``out`` (the sweep's only when ``document`` has a sweep); returns
-    ``{letter: file name}``."""
-    figures = {**FIGURES, **(SWEEP_FIGURES if document.get("sweep") else {})}
-    written = {}
-    for letter, (name, draw) in figures.items():
-        draw(document, os.path.join(out, name))
-        written[letter] = name
-    return written
+def draw_figures(document: dict[str, Any], out: str) -> dict[str, str]:
+    """Draw figures a to f of ``document`` into ``out``; returns ``{letter: file name}``."""
+    return plotting.draw_figures(FIGURES, document, out)

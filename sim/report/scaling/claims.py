@@ -1,4 +1,4 @@
-"""The report's claims about loss scaling, each checked against the runs with a stated rule, and
+"""The loss-scaling suite's claims, each checked against the runs with a stated rule, and
 explained with the numbers it was judged on. Every sentence that states a number reads it from
 the suite document and names the run.
 """
@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 
 from sim.diagnostics import Log2Histogram
-from sim.report.collector import PROBE_EVERY
+from sim.report import keys
 from sim.report.formatting import binary_exponent, number, percent
 from sim.report.measures import late_accuracy, layer_entries, lost_updates, overall_fraction, share, windowed_underflow
-from sim.report.recipes import ROUND_TRIP_OTHER_SCALE
+from sim.report.scaling.recipes import ROUND_TRIP_OTHER_SCALE
+from sim.report.scaling.runs import PROBE_EVERY
 
 __all__ = ["claims", "layers_text"]
 
@@ -77,7 +78,7 @@ class _Claims:
         return f"steps {self.early[0]}-{self.early[1] - 1}", f"steps {self.late[0]}-{self.late[1] - 1}"
 
     def underflow(self) -> tuple[str, str, str]:
-        fp32, plain = self.runs["fp32"], self.runs["fp16-none"]
+        fp32, plain = self.runs[keys.FP32], self.runs[keys.FP16_NONE]
         fractions = list(plain["underflow_fraction"].values())
         names = list(plain["underflow_fraction"])
         overall = overall_fraction(plain["underflow_fraction"], layer_entries(plain["network"]))
@@ -117,7 +118,7 @@ class _Claims:
                 verdict, text)
 
     def recovery(self) -> tuple[str, str, str]:
-        plain, static = self.runs["fp16-none"], self.runs["fp16-static"]
+        plain, static = self.runs[keys.FP16_NONE], self.runs[keys.FP16_STATIC]
         probe = static["diagnostics"]["round_trip"]
         scale = static["config"]["scale"]
         entries = layer_entries(plain["network"])
@@ -156,7 +157,7 @@ class _Claims:
         return ("A power-of-two loss scale recovers them, and scale/unscale round-trips exactly", verdict, text)
 
     def dynamic_skips(self) -> tuple[str, str, str]:
-        run = self.runs["fp16-dynamic"]
+        run = self.runs[keys.FP16_DYNAMIC]
         config = run["config"]
         interval = config["growth_interval"]
         early_rate, late_rate = run["skip_rate_early"], run["skip_rate_late"]
@@ -192,7 +193,7 @@ class _Claims:
         return ("Dynamic scaling skips a few percent of the early steps and almost none later", verdict, text)
 
     def clip_order(self) -> tuple[str, str, str]:
-        good, bug = self.runs["fp16-dynamic"], self.runs["fp16-dynamic-clip-bug"]
+        good, bug = self.runs[keys.FP16_DYNAMIC], self.runs[keys.FP16_DYNAMIC_CLIP_BUG]
         threshold = bug["config"]["clip"]
         norms, good_norms = ([n for n in run["per_step"]["grad_norm"] if n is not None] for run in (bug, good))
 
@@ -213,7 +214,7 @@ class _Claims:
         return ("Clipping before unscaling clips on (almost) every step", verdict, text)
 
     def master_weights(self) -> tuple[str, str, str]:
-        master, plain = self.runs["fp16-dynamic"], self.runs["fp16-dynamic-no-master"]
+        master, plain = self.runs[keys.FP16_DYNAMIC], self.runs[keys.FP16_DYNAMIC_NO_MASTER]
         lost_master, lost_plain = lost_updates(master), lost_updates(plain)
         ratios = Log2Histogram.from_dict(plain["diagnostics"]["update_ratio_histogram"])
         below = ratios.count_below(-11) / ratios.total if ratios.total else 0.0
@@ -241,7 +242,7 @@ class _Claims:
         return ("Without FP32 master weights, small updates vanish", verdict, text)
 
     def bf16(self) -> tuple[str, str, str]:
-        fp32, plain, bf16 = self.runs["fp32"], self.runs["fp16-none"], self.runs["bf16-none"]
+        fp32, plain, bf16 = self.runs[keys.FP32], self.runs[keys.FP16_NONE], self.runs[keys.BF16_NONE]
         entries = layer_entries(bf16["network"])
         underflow = overall_fraction(bf16["underflow_fraction"], entries)
         fp16_underflow = overall_fraction(plain["underflow_fraction"], entries)
@@ -265,7 +266,7 @@ class _Claims:
         return ("BF16 needs no loss scaling", verdict, text)
 
     def static_stale(self) -> tuple[str, str, str]:
-        large, small = self.runs["fp16-static-too-large"], self.runs["fp16-static-too-small"]
+        large, small = self.runs[keys.FP16_STATIC_TOO_LARGE], self.runs[keys.FP16_STATIC_TOO_SMALL]
         early, late = self._window_text()
         small_early, small_late = (windowed_underflow(small, w) for w in (self.early, self.late))
         text = (f"Run {large['label']} holds the scale at 2^{binary_exponent(large['config']['scale'])}: while the "

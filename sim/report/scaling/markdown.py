@@ -1,20 +1,68 @@
-"""report.md: the setup, the results tables, the claims with their verdicts, the figures with
-their captions, the runs with their commands, and why the suite's constants are what they are.
+"""The loss-scaling suite's part of report.md: the setup, the results tables (the first one is also
+what ``python -m sim report`` prints, :func:`format_table`), the claims with their verdicts, the
+figures with their captions, the runs with their commands, and why the suite's constants are what
+they are.
 """
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
-from sim.figures import FP16_MAX
-from sim.report.claims import claims, layers_text
-from sim.report.formatting import binary_exponent, number, percent
-from sim.report.measures import late_accuracy, lost_updates, windowed_underflow
-from sim.report.recipes import evaluation_interval
-from sim.report.sweep_section import render_sweep
+from sim.report import keys
+from sim.report.formatting import binary_exponent, fixed_percent, mean_range, number, percent
+from sim.report.measures import late_accuracy, layer_entries, lost_updates, overall_fraction, windowed_underflow
+from sim.report.recipe import evaluation_interval
+from sim.report.scaling.claims import claims, layers_text
+from sim.report.scaling.figures import FIGURES, FP16_MAX
 
-__all__ = ["FIGURE_CAPTIONS", "render_report"]
+__all__ = ["FIGURE_CAPTIONS", "TABLE_COLUMNS", "format_table", "render_report", "table_rows"]
+
+TABLE_COLUMNS = ("run", "recipe", "test acc.", "test loss", "final loss", "skipped (early / late)", "clipped",
+                 "underflow % fc1/fc2/...", "swallowed", "weights_sha256")
+
+
+def table_rows(results: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """One row of strings per recipe, in the order of ``results``."""
+    rows = []
+    for run in results.values():
+        entries = layer_entries(run["network"])
+        skipped = len(run["skipped_steps"])
+        loss = run["final_loss"]
+        rows.append([
+            run["label"],
+            run["title"],
+            fixed_percent(run["final_accuracy"]),
+            "n/a" if run["test_loss"] is None else f"{run['test_loss']:.4g}",
+            "n/a" if loss is None else f"{loss:.4g}",
+            f"{skipped} ({fixed_percent(run['skip_rate_early'])} / {fixed_percent(run['skip_rate_late'])})",
+            fixed_percent(run["clip_fraction"]),
+            # underflow spans binades: significant digits, and the column's header carries the % sign
+            " / ".join(percent(v).removesuffix("%") for v in run["underflow_fraction"].values()),
+            fixed_percent(overall_fraction(run["swallowed_update_fraction"], entries)),
+            run["weights_sha256"][:16],
+        ])
+    return rows
+
+
+def format_table(results: dict[str, dict[str, Any]]) -> str:
+    """The results table as an aligned markdown table (it reads well in a terminal too).
+
+    >>> format_table({}).splitlines()[0].split(" | ")[:3]
+    ['| run', 'recipe', 'test acc.']
+    """
+    rows = table_rows(results)
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(TABLE_COLUMNS)] if rows else None
+    if widths is None:
+        return "| " + " | ".join(TABLE_COLUMNS) + " |\n|" + "---|" * len(TABLE_COLUMNS)
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    separator = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(TABLE_COLUMNS), separator, *(line(r) for r in rows)])
+
 
 FIGURE_CAPTIONS = {
     "a": ("The number line", "FP32, BF16 and FP16 on a log2 axis (solid: normal numbers, light: subnormals), with "
@@ -47,10 +95,9 @@ FIGURE_CAPTIONS = {
 }
 
 
-def render_report(document: dict[str, Any], table: str) -> str:
-    """report.md for a suite document: setup, table, claims with verdicts, figures, the runs."""
-    from sim.figures import FIGURES
-
+def render_report(document: dict[str, Any], table: str, inserted: Sequence[str] = ()) -> str:
+    """report.md for a suite document: setup, table, claims with verdicts, figures, the lines
+    ``inserted`` (the sweep's section), the runs, the choices."""
     suite = document["suite"]
     runs = document["recipes"]
     constants = suite["constants"]
@@ -116,7 +163,7 @@ def render_report(document: dict[str, Any], table: str) -> str:
     for letter, (name, _) in FIGURES.items():
         title, caption = FIGURE_CAPTIONS[letter]
         lines += [f"### {letter}. {title}", "", f"![{title}]({name})", "", caption, ""]
-    lines += render_sweep(document)
+    lines += inserted
     lines += ["## The runs", ""]
     for key, run in runs.items():
         config = json.dumps({k: v for k, v in run["config"].items()}, separators=(", ", ": "))
@@ -142,10 +189,8 @@ def _detail_table(runs: dict[str, dict[str, Any]], suite: dict[str, Any]) -> str
             "swallowed per layer | lost updates | final scale |",
             "|---|---|---|---|---|---|---|"]
     for run in runs.values():
-        accuracy = late_accuracy(run, late[0])
-        accuracy_text = ("n/a" if accuracy is None else
-                         f"{percent(accuracy[0])} ({percent(accuracy[1])}-{percent(accuracy[2])})")
-        rows.append(f"| {run['label']} | {accuracy_text} | {percent(windowed_underflow(run, early))} | "
+        rows.append(f"| {run['label']} | {mean_range(late_accuracy(run, late[0]))} | "
+                    f"{percent(windowed_underflow(run, early))} | "
                     f"{percent(windowed_underflow(run, late))} | {layers_text(run, 'swallowed_update_fraction')} | "
                     f"{percent(lost_updates(run))} | {number(run['final_loss_scale'])} |")
     return "\n".join(rows)
@@ -155,7 +200,7 @@ def _choices(document: dict[str, Any]) -> list[str]:
     """Why the suite's constants are what they are, with the measurements behind them."""
     runs, constants = document["recipes"], document["suite"]["constants"]
     lines = ["## Choices", ""]
-    dynamic = runs.get("fp16-dynamic")
+    dynamic = runs.get(keys.FP16_DYNAMIC)
     if dynamic and dynamic["diagnostics"]["grad_max"] and dynamic["diagnostics"]["grad_max"][0]:
         largest = dynamic["diagnostics"]["grad_max"][0]
         headroom = math.floor(math.log2(FP16_MAX / largest))
