@@ -40,8 +40,8 @@ def kernel_tree_hash() -> bytes:
 
 @contextlib.contextmanager
 def index_lock(index_path: str):
-    """Hold the exclusive lock of the cache index at ``index_path`` (all processes of the machine)."""
-    os.makedirs(os.path.dirname(index_path), exist_ok=True)
+    """Hold the exclusive lock of the cache index at ``index_path`` (all processes of the machine).
+    Its folder exists: Numba makes the cache folder before it saves or loads an entry."""
     if fcntl is not None:
         with open(index_path + ".lock", "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
