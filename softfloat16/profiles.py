@@ -28,13 +28,13 @@ class NanProfile:
         >>> [hex(PROFILES["x86"].invalid_nan(f)) for f in (sf.fp8_e4m3fn, sf.fp8_e4m3fnuz, sf.fp4_e2m1)]
         ['0xff', '0x80', '0x0']
         """
-        negative = self.invalid_negative and fmt.encoding in ("ieee", "fn")  # formats with a NaN of each sign
+        negative = self.invalid_negative and fmt.signed and fmt.top_nans != "none"  # a NaN of each sign
         return self.canonical_nan(fmt) | (fmt.sign_mask if negative else 0)
 
     def canonical_nan(self, fmt: Format) -> int:
         """Bits of this machine's positive canonical NaN in format ``fmt`` (the one NaN of the
         formats that have one or two; +0, the stand-in, in a format without NaN)."""
-        if fmt.encoding != "ieee":
+        if fmt.quiet_nans:  # the NaNs without payload: one of them, whatever the machine
             return fmt.default_nan if fmt.has_nan else 0
         return fmt.magnitude_mask & ~((1 << fmt.storage_shift) - 1) if self.all_ones else fmt.default_nan
 

@@ -1,7 +1,7 @@
 """Each constant has one definition; the deliberate copies agree with it.
 
 The definitions: rounding modes in ``softfloat16.rounding`` (``Rounding``, whose lowercase member
-names are the modes' names), encodings in ``softfloat16.formats.ENCODINGS`` (a code is an index),
+names are the modes' names), the bits of a format's packed properties in ``softfloat16.formats``,
 exception flags in ``softfloat16.flags.Flag``. The copies: the kernels' (softfloat16/_kernels/core.py,
 whose cache is keyed on the kernel folder alone, and which ``softfloat16.exact`` must not reach)
 and the test oracle's (tests/oracle.py, independent of the library by design).
@@ -15,13 +15,19 @@ import pytest
 import softfloat16 as sf
 from softfloat16 import _verify_reference as verify_reference
 from softfloat16._kernels import core
-from softfloat16.formats import ENCODINGS
+from softfloat16 import formats
 from softfloat16.rounding import ALL_ROUNDING_NAMES, ROUNDING_NAMES, parse_rounding
 from softfloat16.verify_table import _PAGE_MODES
 
 ROUNDING_NAMES_UPPER = [name.upper() for name in ROUNDING_NAMES]
-#: The kernels' name of each encoding.
-KERNEL_ENCODING = {"ieee": "IEEE", "fn": "FN", "fnuz": "FNUZ", "finite": "FINITE_ONLY", "e8m0": "E8M0"}
+#: The kernels' name of each packed property bit, and of each layout it names.
+KERNEL_BITS = {"SIGNED": "_K_SIGNED", "INFINITIES": "_K_INFINITIES", "NAN_AT_NEGATIVE_ZERO": "_K_NAN_AT_NEGATIVE_ZERO",
+               "NO_SUBNORMALS": "_K_NO_SUBNORMALS", "TIES_TO_EVEN_CODE": "_K_TIES_TO_EVEN_CODE",
+               "TOP_NAN_ONE": "_K_TOP_NAN_ONE", "TOP_NANS_BINADE": "_K_TOP_NANS_BINADE",
+               "OVERFLOW_NAN": "_K_OVERFLOW_NAN", "OVERFLOW_SATURATE": "_K_OVERFLOW_SATURATE",
+               "BIAS_SHIFT": "_K_BIAS_SHIFT"}
+KERNEL_LAYOUT = {"ieee": "IEEE", "fn": "FN", "fnuz": "FNUZ", "finite": "FINITE_ONLY", "e8m0": "E8M0"}
+ENCODINGS = tuple(KERNEL_LAYOUT)
 
 
 def constants(module, names) -> dict[str, int]:
@@ -33,12 +39,15 @@ def test_kernel_rounding_codes_are_the_rounding_enum():
     assert constants(core, names) == {mode.name: int(mode) for mode in sf.Rounding}
 
 
-def test_kernel_encoding_codes_are_the_indices_of_encodings():
-    assert set(KERNEL_ENCODING) == set(ENCODINGS)
-    assert {name: getattr(core, KERNEL_ENCODING[name]) for name in ENCODINGS} == \
-        {name: code for code, name in enumerate(ENCODINGS)}
+def test_kernel_property_bits_are_the_formats_bits():
+    assert constants(core, KERNEL_BITS) == {name: getattr(formats, copy) for name, copy in KERNEL_BITS.items()}
+
+
+def test_the_kernels_named_layouts_are_the_formats_codes():
+    # every format of a named layout packs to the kernels' constant of that name
     assert {fmt.name: fmt.encoding_code for fmt in map(sf.format, sf.FORMATS)} == \
-        {fmt.name: getattr(core, KERNEL_ENCODING[fmt.encoding]) for fmt in map(sf.format, sf.FORMATS)}
+        {fmt.name: getattr(core, KERNEL_LAYOUT[fmt.encoding]) for fmt in map(sf.format, sf.FORMATS)}
+    assert {fmt.encoding for fmt in map(sf.format, sf.FORMATS)} == set(ENCODINGS)
 
 
 def test_kernel_flags_are_the_flag_enum():

@@ -2,8 +2,8 @@
 from numba import njit
 
 from .core import (
-    E8M0, FINITE, FINITE_ONLY, FN, IEEE, INF, INVALID, NAN, ZERO,
-    is_signaling_bits, msb_index, overflow_bits, round_pack_options, special_options, unpack,
+    FINITE, INF, INFINITIES, INVALID, NAN, SIGNED, TOP_NANS_BINADE, ZERO,
+    has_nan, has_zero, is_signaling_bits, msb_index, nan_bits, round_pack_options, special_options, unpack,
 )
 
 
@@ -11,17 +11,16 @@ from .core import (
 def convert_nan(sign, payload, signaling, options):
     """(bits, flags) of a NaN converted into the destination format (docs/formats-spec.md): its
     sign and payload (aligned at the top of the fraction, quieted) where the destination has
-    room for them, the one NaN where it has one, +0 with INVALID where it has none."""
+    room for them (IEEE 754's NaNs), the NaN of the sign where it has one, +0 with INVALID where
+    it has none."""
     ebits, fbits, encoding = options.exponent_bits, options.fraction_bits, options.encoding
     flags = INVALID if signaling else 0
-    if encoding == FINITE_ONLY:
+    if not has_nan(encoding):
         return 0, INVALID
     if not options.nan_propagate:
         return options.canonical_nan, flags
-    if encoding == FN:
-        return (sign << (ebits + fbits)) | ((1 << (ebits + fbits)) - 1), flags
-    if encoding != IEEE:  # FNUZ's 0x80 and E8M0's 0xFF
-        return overflow_bits(sign, ebits, fbits, encoding, False), flags
+    if not encoding & TOP_NANS_BINADE:  # one NaN per sign (fn), or one in all (fnuz, e8m0, p3109)
+        return nan_bits(sign, ebits, fbits, encoding), flags
     src_fbits = options.src_fraction_bits
     if fbits >= src_fbits:
         payload = payload << (fbits - src_fbits)
@@ -43,11 +42,13 @@ def convert(bits, options, random):
         return round_pack_options(sign, exp, sig, options, random)
     if cls == NAN:
         return convert_nan(sign, sig, is_signaling_bits(bits, src_ebits, src_fbits, src_encoding), options)
-    if options.encoding == E8M0 and (cls == ZERO or sign == 1):
-        return overflow_bits(0, 8, 0, E8M0, False), INVALID  # no zero, no sign: NaN, even when saturating
+    encoding = options.encoding
+    if (cls == ZERO and not has_zero(encoding)) or (cls == INF and sign == 1 and not encoding & SIGNED):
+        # No zero (E8M0), or -inf in an unsigned format: no representation, the NaN even when saturating
+        return nan_bits(0, options.exponent_bits, options.fraction_bits, encoding), INVALID
     special = special_options(cls, sign, options)
     # An infinity into a format without one has no representation (INVALID), even saturated.
-    return special, INVALID if cls == INF and options.encoding != IEEE else 0
+    return special, INVALID if cls == INF and not encoding & INFINITIES else 0
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -55,7 +56,7 @@ def from_int(value, options, random):
     """Round a signed 64-bit integer into the format."""
     value = int(value)
     if value == 0:
-        return special_options(ZERO, 0, options), INVALID * int(options.encoding == E8M0)
+        return special_options(ZERO, 0, options), INVALID * int(not has_zero(options.encoding))
     sign = 1 if value < 0 else 0
     if value == -(1 << 63):
         return round_pack_options(1, 2, 1 << 61, options, random)
@@ -80,7 +81,7 @@ def to_float64_bits(bits, options, random):
         return sign_bit | (0x7FF << 52), 0
     if cls == NAN:
         payload = sig << (52 - fbits) if fbits > 0 else 0
-        # A NaN without payload (FNUZ, E8M0) must not read as an infinity: give it the quiet bit.
+        # A NaN without payload (fnuz, e8m0) must not read as an infinity: give it the quiet bit.
         return sign_bit | (0x7FF << 52) | (payload if payload else 1 << 51), 0
     lead = msb_index(sig)
     # sig has its leading bit at index `lead`; value = 1.f * 2**(exp + lead).

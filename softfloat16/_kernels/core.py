@@ -14,16 +14,33 @@ from numba import njit
 from numba.cpython.unsafe.numbers import leading_zeros
 
 # The kernels' copies of three sets of codes, deliberately: softfloat16.rounding.Rounding,
-# softfloat16.formats.ENCODINGS and softfloat16.flags.Flag define them for Python without reaching
-# the kernels (softfloat16.exact, the independent reference, must not), and the kernel cache is keyed
-# on this folder's source alone, so a value imported from outside it could outlive an edit in cached
-# machine code. tests/test_constants.py holds each copy equal to its definition.
+# softfloat16.formats (the packed properties of a format) and softfloat16.flags.Flag define them for
+# Python without reaching the kernels (softfloat16.exact, the independent reference, must not), and
+# the kernel cache is keyed on this folder's source alone, so a value imported from outside it could
+# outlive an edit in cached machine code. tests/test_constants.py holds each copy equal to its definition.
 
 # Rounding modes (the values of softfloat16.Rounding). SR: stochastic rounding.
 RNE, RNA, RTZ, RUP, RDN, ROD, SR = 0, 1, 2, 3, 4, 5, 6
 
-# Encodings of special values (indices into softfloat16.formats.ENCODINGS; docs/formats-spec.md).
-IEEE, FN, FNUZ, FINITE_ONLY, E8M0 = 0, 1, 2, 3, 4  # FINITE_ONLY: no inf, no NaN
+# A format's special values: its independent properties packed into one int (Format.encoding_code,
+# docs/formats-spec.md), a compile-time constant in every loop, so each test below costs nothing.
+SIGNED = 1             # a sign bit above the exponent
+INFINITIES = 2         # the largest non-NaN code of each sign is +-inf
+NAN_AT_NEGATIVE_ZERO = 4  # the code of -0 is a NaN (no -0)
+NO_SUBNORMALS = 8      # exponent field 0 is a normal binade: no zero, no subnormals (E8M0)
+TIES_TO_EVEN_CODE = 16  # no fraction bits: a tie goes to the even code (else up, E8M0)
+TOP_NAN_ONE = 32       # the largest code of each sign is a NaN
+TOP_NANS_BINADE = 64   # every code of the top exponent with a nonzero fraction is a NaN (IEEE 754)
+OVERFLOW_NAN = 128     # overflow gives the NaN (else inf, or with OVERFLOW_SATURATE max finite)
+OVERFLOW_SATURATE = 256
+BIAS_SHIFT = 16        # bits 16..23: the bias minus 2**(e-1) - 1, two's complement
+
+# The packed codes of the layouts the kernels use by name.
+IEEE = SIGNED | INFINITIES | TOP_NANS_BINADE
+FN = SIGNED | TOP_NAN_ONE | OVERFLOW_NAN  # E4M3FN: no inf, the top code of each sign a NaN
+FNUZ = SIGNED | NAN_AT_NEGATIVE_ZERO | OVERFLOW_NAN | (1 << BIAS_SHIFT)  # no inf, no -0, bias 2**(e-1)
+FINITE_ONLY = SIGNED | OVERFLOW_SATURATE  # no inf, no NaN
+E8M0 = TOP_NAN_ONE | NO_SUBNORMALS | OVERFLOW_NAN  # unsigned powers of two
 
 # Exception flags: the bit values Berkeley SoftFloat uses (the values of softfloat16.Flag).
 INEXACT, UNDERFLOW, OVERFLOW, DIVIDE_BY_ZERO, INVALID = 1, 2, 4, 8, 16
@@ -62,36 +79,59 @@ def shift_right_jam(x, count):
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def bias_of(ebits, encoding):
-    """Exponent bias: one larger in the FNUZ formats."""
-    return (1 << (ebits - 1)) - 1 + int(encoding == FNUZ)
+    """Exponent bias: 2**(e-1) - 1 plus the format's offset (FNUZ and P3109: one more)."""
+    offset = (((encoding >> BIAS_SHIFT) & 0xFF) ^ 0x80) - 0x80
+    return (1 << (ebits - 1)) - 1 + offset
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def top_nan_count(fbits, encoding):
+    """How many codes at the top of each sign are NaNs."""
+    if encoding & TOP_NANS_BINADE:
+        return (1 << fbits) - 1
+    return 1 if encoding & TOP_NAN_ONE else 0
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def has_nan(encoding):
+    return (encoding & (TOP_NANS_BINADE | TOP_NAN_ONE | NAN_AT_NEGATIVE_ZERO)) != 0
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def has_zero(encoding):
+    return (encoding & NO_SUBNORMALS) == 0
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def sign_of(sign, encoding):
+    """The sign bit a result of this sign gets (always 0 in an unsigned format)."""
+    return sign if encoding & SIGNED else 0
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def unpack(bits, ebits, fbits, encoding, daz):
     """Split a bit pattern into (class, sign, exp, sig); value = sig * 2**exp for FINITE.
 
-    For NAN the fraction (the payload; 0 in FNUZ and E8M0) is returned in ``sig``. ``daz`` reads
-    subnormals as zeros of their sign. Which patterns are special is the encoding's business.
+    For NAN the fraction (the payload; 0 outside IEEE 754's NaNs) is returned in ``sig``. ``daz``
+    reads subnormals as zeros of their sign. Which patterns are special is the format's properties'.
     """
     bits = int(bits)
-    emask = (1 << ebits) - 1
     fmask = (1 << fbits) - 1
+    top = (1 << (ebits + fbits)) - 1  # the largest magnitude pattern
+    magnitude = bits & top
     frac = bits & fmask
-    field = (bits >> fbits) & emask
-    sign = (bits >> (ebits + fbits)) & 1
+    field = magnitude >> fbits
+    sign = sign_of((bits >> (ebits + fbits)) & 1, encoding)
     bias = bias_of(ebits, encoding)
-    if encoding == E8M0:  # unsigned powers of two, no zero, no subnormals
-        if field == emask:
-            return NAN, 0, 0, 0
-        return FINITE, 0, field - bias, 1
-    if encoding == IEEE and field == emask:
-        if frac == 0:
-            return INF, sign, 0, 0
-        return NAN, sign, 0, frac
-    if encoding == FN and field == emask and frac == fmask:
-        return NAN, sign, 0, frac
-    if encoding == FNUZ and sign == 1 and field == 0 and frac == 0:
+    non_finite = top - top_nan_count(fbits, encoding)  # the first code of the top NaNs, or inf
+    if magnitude > non_finite:
+        return NAN, sign, 0, frac  # the payload: the fraction field (all ones in fn)
+    if encoding & INFINITIES and magnitude == non_finite:
+        return INF, sign, 0, 0
+    if encoding & NAN_AT_NEGATIVE_ZERO and sign == 1 and magnitude == 0:
         return NAN, 1, 0, 0  # the pattern of -0
+    if encoding & NO_SUBNORMALS:
+        return FINITE, sign, field - bias - fbits, frac | (1 << fbits)
     if field == 0:
         if frac == 0 or daz:
             return ZERO, sign, 0, 0
@@ -101,30 +141,45 @@ def unpack(bits, ebits, fbits, encoding, daz):
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def max_finite_bits(sign, ebits, fbits, encoding):
-    """The largest finite value of the sign (E8M0 has no sign)."""
-    if encoding == E8M0:
-        return (1 << (ebits + fbits)) - 2
-    magnitude = (1 << (ebits + fbits)) - 1  # all ones: the largest in FNUZ and finite formats
-    if encoding == IEEE:
-        magnitude = (((1 << ebits) - 1) << fbits) - 1
-    elif encoding == FN:
-        magnitude -= 1
-    return (sign << (ebits + fbits)) | magnitude
+    """The largest finite value of the sign: the largest magnitude below the NaNs and infinities."""
+    magnitude = (1 << (ebits + fbits)) - 1 - top_nan_count(fbits, encoding) - int((encoding & INFINITIES) != 0)
+    return (sign_of(sign, encoding) << (ebits + fbits)) | magnitude
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def nan_bits(sign, ebits, fbits, encoding):
+    """The NaN of a sign, without payload: quiet in the top binade, the top code of the sign, or
+    the code of -0 (the one NaN of both signs); +0 in a format without NaN (docs/formats-spec.md)."""
+    top = (1 << (ebits + fbits)) - 1
+    sign_bit = sign_of(sign, encoding) << (ebits + fbits)
+    if encoding & TOP_NANS_BINADE:
+        return sign_bit | (((1 << ebits) - 1) << fbits) | (1 << (fbits - 1))
+    if encoding & TOP_NAN_ONE:
+        return sign_bit | top
+    if encoding & NAN_AT_NEGATIVE_ZERO:
+        return 1 << (ebits + fbits)
+    return 0
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def overflow_bits(sign, ebits, fbits, encoding, saturate):
-    """What a result too large for the format becomes when it rounds away: +-inf in IEEE formats,
-    the NaN in fn/fnuz/e8m0, +-max in finite formats and whenever ``saturate``."""
-    if saturate or encoding == FINITE_ONLY:
+    """What a result too large for the format becomes when it rounds away: the format's overflow
+    (+-inf, the NaN of the sign, or +-max finite), +-max finite whenever ``saturate``."""
+    if saturate or encoding & OVERFLOW_SATURATE:
         return max_finite_bits(sign, ebits, fbits, encoding)
-    if encoding == IEEE:
-        return (sign << (ebits + fbits)) | (((1 << ebits) - 1) << fbits)
-    if encoding == FN:
-        return (sign << (ebits + fbits)) | ((1 << (ebits + fbits)) - 1)
-    if encoding == FNUZ:
-        return 1 << (ebits + fbits)
-    return (1 << (ebits + fbits)) - 1  # E8M0's NaN
+    if encoding & OVERFLOW_NAN:
+        return nan_bits(sign, ebits, fbits, encoding)
+    return max_finite_bits(sign, ebits, fbits, encoding) + 1  # +-inf: the code above max finite
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def zero_bits(sign, ebits, fbits, encoding):
+    """The zero of a sign: +0 where there is no -0; the NaN where there is no zero (E8M0)."""
+    if encoding & NO_SUBNORMALS:
+        return nan_bits(0, ebits, fbits, encoding)
+    if encoding & NAN_AT_NEGATIVE_ZERO:
+        return 0
+    return sign_of(sign, encoding) << (ebits + fbits)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -132,11 +187,7 @@ def pack_special(sign, cls, ebits, fbits, encoding, saturate):
     """Encoding of a signed zero or infinity (in formats without them: see docs/formats-spec.md)."""
     if cls == INF:
         return overflow_bits(sign, ebits, fbits, encoding, saturate)
-    if encoding == FNUZ:
-        return 0  # no -0
-    if encoding == E8M0:
-        return (1 << (ebits + fbits)) - 1  # no zero: NaN
-    return sign << (ebits + fbits)
+    return zero_bits(sign, ebits, fbits, encoding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -146,8 +197,9 @@ def is_nan_bits(bits, ebits, fbits, encoding):
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def is_signaling_bits(bits, ebits, fbits, encoding):
-    """Only IEEE formats have signaling NaNs (quiet bit clear)."""
-    return encoding == IEEE and is_nan_bits(bits, ebits, fbits, encoding) and (int(bits) >> (fbits - 1)) & 1 == 0
+    """Only IEEE 754's NaNs can be signaling (quiet bit clear)."""
+    return (encoding & TOP_NANS_BINADE) != 0 and is_nan_bits(bits, ebits, fbits, encoding) and \
+        (int(bits) >> (fbits - 1)) & 1 == 0
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -167,7 +219,7 @@ def nan_result(a, b, c, count, options):
         flags = INVALID
     if not options.nan_propagate:
         return options.canonical_nan, flags
-    quiet = (1 << (fbits - 1)) if encoding == IEEE else 0  # the other encodings' NaNs are all quiet
+    quiet = (1 << (fbits - 1)) if encoding & TOP_NANS_BINADE else 0  # the other formats' NaNs are all quiet
     if is_nan_bits(a, ebits, fbits, encoding):
         return int(a) | quiet, flags
     if count > 1 and is_nan_bits(b, ebits, fbits, encoding):
@@ -227,18 +279,33 @@ def rounds_away(sign, rounding):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def round_pack_e8m0(sign, exp, sig, rounding, saturate, random, sr_bits):
-    """round_pack into E8M0 (8 exponent bits, no fraction, no sign, no zero, no subnormals)."""
-    if sign:
-        return 0xFF, INVALID  # a negative value has no E8M0 representation
+def round_code(sig, shift, sign, rounding, random, sr_bits, fbits, encoding, field):
+    """round_at, and in a format without fraction bits whose ties go to the even code (P3109 of
+    precision 1): a tie between 2**e (field ``field``) and 2**(e+1) goes up only from an odd field."""
+    q, inexact = round_at(sig, shift, sign, rounding, random, sr_bits)
+    if fbits == 0 and (encoding & TIES_TO_EVEN_CODE) and rounding == RNE and 0 < shift < 63:
+        if (sig & ((1 << shift) - 1)) == (1 << (shift - 1)) and (field & 1) == 0:
+            q -= 1  # both neighbours have significand 1: the even code is the lower one here
+    return q, inexact
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def round_pack_without_zero(exp, sig, ebits, fbits, encoding, rounding, saturate, random, sr_bits):
+    """round_pack of a positive value into a format without subnormals (E8M0): field 0 is the
+    smallest binade, and a value that rounds (with an unbounded exponent) below it gives the
+    smallest value with UNDERFLOW | INEXACT: there is no zero."""
+    bias = bias_of(ebits, encoding)
     e = exp + msb_index(sig)
-    q, inexact = round_at(sig, e - exp, 0, rounding, random, sr_bits)  # q is 1, or 2 (carry)
-    e += q - 1
-    if e > 127:
-        return overflow_bits(0, 8, 0, E8M0, saturate) if rounds_away(0, rounding) else 0xFE, OVERFLOW | INEXACT
-    if e < -127:
-        return 0, UNDERFLOW | INEXACT  # no zero: the smallest value, 2**-127
-    return e + 127, INEXACT * int(inexact)
+    q, inexact = round_code(sig, e - fbits - exp, 0, rounding, random, sr_bits, fbits, encoding, e + bias)
+    e += q >> (fbits + 1)  # a carry into the next binade
+    encoded = ((e + bias) << fbits) + (q & ((1 << fbits) - 1))
+    if encoded > max_finite_bits(0, ebits, fbits, encoding):
+        if rounds_away(0, rounding):
+            return overflow_bits(0, ebits, fbits, encoding, saturate), OVERFLOW | INEXACT
+        return max_finite_bits(0, ebits, fbits, encoding), OVERFLOW | INEXACT
+    if e + bias < 0:
+        return 0, UNDERFLOW | INEXACT  # no zero: the smallest value stands in
+    return encoded, INEXACT * int(inexact)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -246,28 +313,31 @@ def round_pack(sign, exp, sig, ebits, fbits, encoding, rounding, ftz, tininess_b
     """Round (-1)**sign * sig * 2**exp (sig > 0) into the format -> (bits, flags).
 
     Handles gradual underflow, tininess (before or after rounding), flush-to-zero, overflow by
-    rounding mode and encoding (inf, NaN or the largest finite; ``saturate``), and the INEXACT /
+    rounding mode and format (inf, NaN or the largest finite; ``saturate``), and the INEXACT /
     UNDERFLOW / OVERFLOW flags. ``random`` is stochastic rounding's R-bit integer (R = sr_bits).
+    A negative value in an unsigned format is the NaN with INVALID.
     """
-    if encoding == E8M0:
-        return round_pack_e8m0(sign, exp, sig, rounding, saturate, random, sr_bits)
+    if sign and not encoding & SIGNED:
+        return nan_bits(0, ebits, fbits, encoding), INVALID  # no representation, also when saturating
+    if encoding & NO_SUBNORMALS:
+        return round_pack_without_zero(exp, sig, ebits, fbits, encoding, rounding, saturate, random, sr_bits)
     bias = bias_of(ebits, encoding)
     emin = 1 - bias
     e = exp + msb_index(sig)  # exponent of the leading bit
     tiny_region = e < emin
     shift = (emin if tiny_region else e) - fbits - exp
-    q, inexact = round_at(sig, shift, sign, rounding, random, sr_bits)
+    q, inexact = round_code(sig, shift, sign, rounding, random, sr_bits, fbits, encoding, e + bias)
     sign_bit = sign << (ebits + fbits)
-    if encoding == FNUZ:
-        sign_bit *= int(q != 0)  # no -0: a zero result is +0 (0x80 is the NaN)
+    if encoding & NAN_AT_NEGATIVE_ZERO:
+        sign_bit *= int(q != 0)  # no -0: a zero result is +0 (the code of -0 is the NaN)
 
     tiny = tiny_region
     if tiny_region and not tininess_before and e == emin - 1:
         # Tiny after rounding unless rounding to full precision (unbounded exponent) reaches 2**emin.
-        q_unbounded, _ = round_at(sig, shift - 1, sign, rounding, random, sr_bits)
+        q_unbounded, _ = round_code(sig, shift - 1, sign, rounding, random, sr_bits, fbits, encoding, e + bias)
         tiny = q_unbounded < (1 << (fbits + 1))
     if tiny and ftz:
-        return (0 if encoding == FNUZ else sign << (ebits + fbits)), UNDERFLOW | INEXACT
+        return zero_bits(sign, ebits, fbits, encoding), UNDERFLOW | INEXACT
 
     # Exponent field and significand add up: a carry out of the fraction bumps the exponent.
     encoded = (((e if not tiny_region else emin) + bias - 1) << fbits) + q
