@@ -21,7 +21,8 @@ from fractions import Fraction
 
 from .compare import describe, exact_decimal, max_key, ordered_key, short_value, to_hex
 from .console import run_entry_point
-from .formats import FORMATS, Format, format as parse_format, special_values
+from .format_docs import special_values
+from .formats import FORMATS, Format, format as parse_format
 from ._verify_reference import ARITHMETIC_FORMATS
 from .profiles import PROFILES
 from .rounding import ROUNDING_NAMES, parse_rounding

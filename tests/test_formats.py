@@ -100,7 +100,7 @@ def test_the_documented_format_table_is_generated_from_the_formats():
     """docs/softfloat16.md holds format_table()'s text, and its fp16/fp32 rows agree with numpy's finfo."""
     from pathlib import Path
 
-    from softfloat16.formats import format_table
+    from softfloat16.format_docs import format_table
 
     page = (Path(__file__).resolve().parent.parent / "docs" / "softfloat16.md").read_text(encoding="utf-8")
     table = format_table()
