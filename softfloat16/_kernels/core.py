@@ -281,11 +281,13 @@ def rounds_away(sign, rounding):
 @njit(cache=True, forceinline=True, error_model="numpy")
 def round_code(sig, shift, sign, rounding, random, sr_bits, fbits, encoding, field):
     """round_at, and in a format without fraction bits whose ties go to the even code (P3109 of
-    precision 1): a tie between 2**e (field ``field``) and 2**(e+1) goes up only from an odd field."""
+    precision 1): a tie between 2**e (field ``field``) and 2**(e+1) goes up only from an odd field.
+    (Below the normal range the neighbours are 0 and the smallest value, codes 0 and 1: round_at's
+    even significand is the even code there.)"""
     q, inexact = round_at(sig, shift, sign, rounding, random, sr_bits)
-    if fbits == 0 and (encoding & TIES_TO_EVEN_CODE) and rounding == RNE and 0 < shift < 63:
+    if fbits == 0 and (encoding & TIES_TO_EVEN_CODE) and rounding == RNE and 0 < shift < 63 and q == 2:
         if (sig & ((1 << shift) - 1)) == (1 << (shift - 1)) and (field & 1) == 0:
-            q -= 1  # both neighbours have significand 1: the even code is the lower one here
+            q = 1  # a tie rounded up from significand 1: the even code is the lower neighbour here
     return q, inexact
 
 
