@@ -148,6 +148,7 @@ def low_precision_rows(n, repeat):
                          "rne": lambda fmt=fmt, op=op, args=args: getattr(fmt, op)(*args)}, n, repeat)
         rows.append([fmt_name, f"{op} sr", times["sr"], 1.5,
                      ("same op, rne", times["rne"], times["sr"] / times["rne"])])
+    rows += p3109_rows(x32, n, repeat)
     bits = x32.view(np.uint32)
     for dst in ("bf16", "fp8_e4m3fn"):
         times = best_ns({"sr": lambda dst=dst: sf.convert(bits, sf.fp32, dst, rounding="sr", seed=1),
@@ -155,6 +156,29 @@ def low_precision_rows(n, repeat):
         rows.append([f"fp32 -> {dst}", "convert sr", times["sr"], 1.5,
                      ("same op, rne", times["rne"], times["sr"] / times["rne"])])
     return rows
+
+
+def p3109_rows(x32, n, repeat):
+    """The 8-bit P3109 formats against the OCP FP8 format of the same widths, measured in turns:
+    conversion from fp32, add and mul (looked up in a table), add with stochastic rounding (the
+    kernel itself). Target: as fast as the other 8-bit formats (ratio <= 1.1)."""
+    rows = []
+    for name, peer_name in (("p3109_k8p3se", "fp8_e5m2"), ("p3109_k8p4se", "fp8_e4m3fn")):
+        for op, ours, theirs in p3109_cases(sf.format(name), sf.format(peer_name), x32):
+            times = best_ns({"ours": ours, peer_name: theirs}, n, repeat)
+            rows.append([name, op, times["ours"], 1.1, (peer_name, times[peer_name], times["ours"] / times[peer_name])])
+    return rows
+
+
+def p3109_cases(fmt, peer, x32):
+    """(op, ours, the peer's) callables of one P3109 format and its OCP peer, on the same values."""
+    y32 = x32[::-1].copy()
+    a, b = fmt.from_float(x32, saturate=True), fmt.from_float(y32, saturate=True)
+    pa, pb = peer.from_float(x32, saturate=True), peer.from_float(y32, saturate=True)
+    return [("convert", lambda: fmt.from_float(x32), lambda: peer.from_float(x32)),
+            ("add", lambda: fmt.add(a, b), lambda: peer.add(pa, pb)),
+            ("mul", lambda: fmt.mul(a, b), lambda: peer.mul(pa, pb)),
+            ("add sr", lambda: fmt.add(a, b, rounding="sr", seed=1), lambda: peer.add(pa, pb, rounding="sr", seed=1))]
 
 
 def compile_times():

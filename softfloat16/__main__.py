@@ -1,6 +1,7 @@
 """Command line: explain a bit pattern, run one operation, verify the core.
 
     python -m softfloat16 explain 0x3c01 --format fp16
+    python -m softfloat16 explain 0x80 --format p3109_k8p3se
     python -m softfloat16 op add fp16 0x3c00 0x0001 --rounding rtz
     python -m softfloat16 op mul fp8_e4m3fn 0x7e 0x40 --saturate
     python -m softfloat16 verify --format fp16 --op add --rounding rne --sample 1000000
@@ -35,9 +36,12 @@ VERIFY_OPS = ("add", "sub", "mul", "div", "fma", "sqrt", "convert")
 def _format_arg(name: str) -> Format:
     try:
         return parse_format(name)
-    except ValueError:
+    except ValueError as error:
+        if name.strip().lower().startswith("p3109_k") and not str(error).startswith("format:"):
+            raise argparse.ArgumentTypeError(str(error)) from None  # a P3109 name out of range: say which part
         raise argparse.ArgumentTypeError(
-            f"unknown format {name!r}; accepted: {', '.join(FORMATS)} (or an alias such as half)") from None
+            f"unknown format {name!r}; accepted: {', '.join(FORMATS)} (or an alias such as half), "
+            f"p3109_k<K>p<P><s|u><e|f> (IEEE P3109, e.g. p3109_k8p3se)") from None
 
 
 def _rounding_arg(name: str) -> str:
@@ -100,8 +104,8 @@ def _value_text(bits: int, fmt: Format) -> str:
     if d.kind in ("qnan", "snan"):
         payload = d.fraction & ((fmt.quiet_bit >> fmt.storage_shift) - 1)
         return f"{'-' if d.sign else '+'}{d.kind[0]}NaN (payload {payload:#x})"
-    if d.kind == "nan":  # the other encodings' NaNs: no quiet/signaling, no payload
-        return f"{'-' if d.sign else '+'}NaN" if fmt.encoding == "fn" else "NaN"
+    if d.kind == "nan":  # the NaNs outside IEEE 754's binade: no quiet/signaling, no payload
+        return f"{'-' if d.sign else '+'}NaN" if fmt.nan_of(True) != fmt.nan_of(False) else "NaN"
     return short_value(d.value)
 
 
@@ -110,13 +114,19 @@ def _power_of_two(value: Fraction) -> str:
     return f"2^{exponent}"
 
 
-#: What the special patterns of each encoding mean (docs/formats-spec.md), for ``explain``.
-_NAN_MEANING = {
-    "ieee": "exponent all ones, fraction not 0",
-    "fn": "exponent and fraction all ones, either sign (E4M3FN's only special patterns)",
-    "fnuz": "the pattern of -0, the only NaN (no -0, no inf)",
-    "e8m0": "0xff, the only NaN",
-}
+def _nan_meaning(bits: int, fmt: Format) -> str:
+    """What makes ``bits`` a NaN of ``fmt`` (docs/formats-spec.md), in words, from its properties."""
+    if fmt.nan_at_negative_zero and bits == fmt.sign_mask:
+        missing = "no -0" + ("" if fmt.infinities else ", no inf")
+        return f"the pattern of -0, the only NaN ({missing})" if fmt.top_nans == "none" else \
+            f"the pattern of -0 ({missing})"
+    if fmt.top_nans == "binade":
+        return "exponent all ones, fraction not 0"
+    if not fmt.signed or fmt.nan_of(True) == fmt.nan_of(False):
+        return f"{fmt.nan_of(False):#x}, the only NaN"
+    only = f" (E{fmt.exponent_bits}M{fmt.fraction_bits}FN's only special patterns)" \
+        if not fmt.infinities and not fmt.nan_at_negative_zero else ""
+    return "exponent and fraction all ones, either sign" + only
 
 
 def _pattern_of_key(key: int, fmt: Format, negative_zero: bool = False) -> int:
@@ -176,24 +186,25 @@ def explain(bits: int, fmt: Format) -> str:
     below = f"; {fmt.storage_shift} zero bits below (FP32 layout)" if fmt.storage_shift else ""
     lines = [f"{fmt.name} {d.hex} = {d.fields} ({int(fmt.signed)} sign, {fmt.exponent_bits} exponent, {f} fraction "
              f"bits{below}; bias {fmt.bias})"]
-    if fmt.encoding != "ieee":
+    if not (fmt.top_nans == "binade" and fmt.signed and fmt.subnormals):  # other than IEEE 754's specials
         lines.append(f"  encoding  {fmt.encoding}: {special_values(fmt)}")
     if fmt.signed:
         lines.append(f"  sign      {d.sign} ({'-' if d.sign else '+'})")
     exponent_bits = f"{d.exponent:0{fmt.exponent_bits}b}"
     if d.kind in ("zero", "subnormal"):
-        lines.append(f"  exponent  {exponent_bits} = 0: zero/subnormal, scale 2^{fmt.emin}, no implicit 1")
+        what = "zero/subnormal" if f else "zero"  # precision 1: field 0 holds only zero
+        lines.append(f"  exponent  {exponent_bits} = 0: {what}, scale 2^{fmt.emin}, no implicit 1")
     elif d.kind == "normal":
         lines.append(f"  exponent  {exponent_bits} = {d.exponent}, unbiased {d.exponent - fmt.bias}")
-    elif fmt.encoding == "ieee":
+    elif fmt.top_nans == "binade" and d.exponent == (1 << fmt.exponent_bits) - 1:
         lines.append(f"  exponent  {exponent_bits} = all ones (inf/NaN)")
     else:
         lines.append(f"  exponent  {exponent_bits} = {d.exponent}")
     if f:
         lines.append(f"  fraction  {d.fraction:0{f}b} = {Fraction(d.fraction, 1 << f)}")
     if d.kind.endswith("nan"):
-        meaning = _NAN_MEANING[fmt.encoding] + {"qnan": ", top fraction bit 1: quiet",
-                                                "snan": ", top fraction bit 0: signaling"}.get(d.kind, "")
+        meaning = _nan_meaning(d.bits, fmt) + {"qnan": ", top fraction bit 1: quiet",
+                                               "snan": ", top fraction bit 0: signaling"}.get(d.kind, "")
         lines.append(f"  class     {d.kind}: {meaning}")
         lines.append(f"  value     {_value_text(bits, fmt)}")
         return "\n".join(lines)
@@ -205,20 +216,22 @@ def explain(bits: int, fmt: Format) -> str:
         lines.append(f"  {name} {_hex(toward_zero, fmt)} = {_value_text(toward_zero, fmt)}")
         return "\n".join(lines)
     value = d.value
-    implicit = d.exponent != 0 or fmt.encoding == "e8m0"  # E8M0: no subnormals, 0x00 is 1 * 2^-127
+    implicit = d.exponent != 0 or not fmt.subnormals  # no subnormals (E8M0): 0x00 is 1 * 2^-127
     significand = d.fraction | ((1 << f) if implicit else 0)
-    scale = (d.exponent if fmt.encoding == "e8m0" else max(d.exponent, 1)) - fmt.bias - f
+    scale = (d.exponent if not fmt.subnormals else max(d.exponent, 1)) - fmt.bias - f
     lines.append(f"  value     {_value_text(bits, fmt) if d.kind == 'zero' else exact_decimal(value)} = "
                  f"{'-' if d.sign else ''}{abs(value)} = {'-' if d.sign else ''}{significand} * 2^{scale}")
     ulp = Fraction(2) ** scale
     lines.append(f"  ulp       {exact_decimal(ulp)} = {_power_of_two(ulp)}")
     for name, neighbour in _neighbours(bits, fmt):
-        if neighbour is None:
-            end = "2^-127 is the smallest value, there is no zero" if fmt.encoding == "e8m0" and d.exponent == 0 \
-                else f"{'-' if d.sign else '+'}max finite: {fmt.name} has no infinity"
-            lines.append(f"  {name} none ({end})")
-        else:
+        if neighbour is not None:
             lines.append(f"  {name} {_hex(neighbour, fmt)} = {_value_text(neighbour, fmt)}")
+        elif name.startswith("next up") != bool(d.sign):  # past the largest magnitude
+            lines.append(f"  {name} none ({'-' if d.sign else '+'}max finite: {fmt.name} has no infinity)")
+        elif fmt.has_zero:  # below zero in an unsigned format
+            lines.append(f"  {name} none (0 is the smallest value: {fmt.name} is unsigned)")
+        else:
+            lines.append(f"  {name} none (2^{fmt.emin} is the smallest value, there is no zero)")
     return "\n".join(lines)
 
 
@@ -228,7 +241,8 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", help="decode a bit pattern: fields, exact value, class, neighbours")
     p.add_argument("bits", type=_bits_arg, help=f"the bit pattern: {BITS_HELP} (e.g. 0x3c01)")
-    p.add_argument("--format", "-f", type=_format_arg, default=parse_format("fp16"), help="default fp16")
+    p.add_argument("--format", "-f", type=_format_arg, default=parse_format("fp16"),
+                   help="a format name or alias, or p3109_k<K>p<P><s|u><e|f> (default fp16)")
 
     p = sub.add_parser("op", help="run one operation on bit patterns and show result and flags")
     p.add_argument("op", choices=sorted(OP_ARITY), metavar="OP", help=", ".join(OP_ARITY))

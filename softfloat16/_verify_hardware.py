@@ -62,7 +62,7 @@ def round_float32(fmt: Format, y: np.ndarray, saturate: bool = False) -> np.ndar
     out = y.astype(ml_dtype(fmt)).view(np.uint8).astype(np.int64)
     nan = np.isnan(y)
     overflowed = ~nan & (np.isinf(y) | ~np.isfinite(value_table(fmt)[out]))
-    if fmt.encoding == "finite":  # ml_dtypes saturates: max finite is its answer to overflow
+    if not fmt.has_inf and not fmt.has_nan:  # ml_dtypes saturates (max finite: nothing else to give)
         overflowed |= np.isfinite(y) & (np.abs(y) > value_table(fmt)[fmt.max_finite])
     out[overflowed] = overflow_value(fmt, np.signbit(y[overflowed]), saturate)
     out[nan] = nan_result(fmt)

@@ -28,14 +28,17 @@ round-pack routine). Three ways to the correctly rounded result:
 
 The formats of 8 bits or fewer (FP8 E5M2, E4M3FN, E4M3FNUZ, E5M2FNUZ, FP6, FP4) take the same
 three ways, their values decoded by ml_dtypes; (1) is one float32 operation and ml_dtypes' float32
--> format conversion, (2) runs on their ordered line, and the special values of each encoding
+-> format conversion, (2) runs on their ordered line, and the special values of each format
 (overflow value, NaN or its +0 stand-in, no -0 in FNUZ; ``saturate``) are written afterwards from
-docs/formats-spec.md (``encode_specials``, ``round_float32``). Stochastic rounding with given
-random words is rounded by (3) (``stochastic_round``).
+docs/formats-spec.md (``encode_specials``, ``round_float32``), from the format's properties. The
+other formats of 8 bits or fewer with a zero (the IEEE P3109 formats; ``_verify_tables.covers``),
+which ml_dtypes does not know, take ways (2) and (3) in every mode; an unsigned format's negative
+results are its NaN. Stochastic rounding with given random words is rounded by (3)
+(``stochastic_round``).
 
 Way (1) lives in ``softfloat16._verify_hardware``; the tables all three ways read (the ops and
 formats covered, the value of every pattern, each format's ordered line, the special results of
-each encoding) in ``softfloat16._verify_tables``. This module holds (2), the NaN results and the
+each format) in ``softfloat16._verify_tables``. This module holds (2), the NaN results and the
 dispatcher, ``reference``.
 """
 from __future__ import annotations
@@ -49,7 +52,9 @@ from numba import njit
 
 from ._verify_hardware import hardware_convert, hardware_rne
 from ._verify_hardware import ml_dtypes_rounds_correctly  # noqa: F401  (tests read it from here)
-from ._verify_tables import ARITHMETIC_FORMATS, OPS, SMALL_FORMATS, grid, nan_result, overflow_value, values
+from ._verify_tables import (
+    ARITHMETIC_FORMATS, CONVERT_FORMATS, OPS, SMALL_FORMATS, covers, grid, nan_result, overflow_value, values,
+)
 from .exact import round_fraction, round_sqrt
 from .formats import Format, format as parse_format
 from .rounding import ROUNDING_NAMES, Rounding
@@ -242,6 +247,8 @@ def _exact_body(op, mode, v0, v1, v2, grid, top, fbits, bias, emin, emax, sign_m
                 up = True
             elif mode == RDN:
                 up = False
+            elif fbits == 0:  # ROD with one significant bit: every key but 0 is odd, so truncate (unless to 0)
+                up = hi != 0 if lo < 0 else lo == 0
             else:  # ROD: the odd neighbour
                 up = not lo_odd
             key = hi if up else lo
@@ -259,10 +266,12 @@ def _exact_body(op, mode, v0, v1, v2, grid, top, fbits, bias, emin, emax, sign_m
 
 def exact_round(fmt: Format, op: str, mode: str, v: list[np.ndarray], saturate: bool = False) -> tuple[np.ndarray, int]:
     """Correctly rounded bits of ``op`` on float64 operand values (exact, see the module
-    docstring), NaN results as ``nan_result``, overflow as the encoding and ``saturate`` say.
+    docstring), NaN results as ``nan_result``, overflow as the format's ``overflow`` and
+    ``saturate`` say; in an unsigned format a negative result (nonzero, or -inf) is the NaN.
     Returns (bits, elements settled by Fraction)."""
-    if fmt.name not in ARITHMETIC_FORMATS:
-        raise ValueError(f"format: the exact reference supports {', '.join(ARITHMETIC_FORMATS)}, not {fmt.name}")
+    if not covers(fmt):
+        raise ValueError(f"format: the exact reference supports {', '.join(ARITHMETIC_FORMATS)} and the other "
+                         f"formats of 8 bits or fewer with a zero (P3109 ...), not {fmt.name}")
     g = grid(fmt)
     v = [np.ascontiguousarray(x, dtype=np.float64) for x in v]
     v0, v1, v2 = (v + [v[0], v[0]])[:3]
@@ -272,6 +281,8 @@ def exact_round(fmt: Format, op: str, mode: str, v: list[np.ndarray], saturate: 
         int(Rounding[mode.upper()]), v0, v1, v2, g.line, g.top, g.fraction_bits, g.bias, g.emin, g.emax,
         _LOOP_SIGN, _NAN, out, undecided)
     out = encode_specials(fmt, out, saturate)
+    if not fmt.signed:
+        out[_float64_result(op, [v0, v1, v2]) < 0] = nan_result(fmt)
     settle = np.flatnonzero(undecided)
     for i in settle:  # rare: settle with exact rationals
         args = [float(x[i]) for x in (v0, v1, v2)]
@@ -288,7 +299,10 @@ def exact_round(fmt: Format, op: str, mode: str, v: list[np.ndarray], saturate: 
 def ieee_nan_bits(fmt: Format, operands: list[np.ndarray], src: Format | str | None = None) -> np.ndarray:
     """The "ieee" profile's NaN result for NaN-producing elements (docs/formats-spec.md): the first
     NaN operand quieted (payload kept; conversions keep the top payload bits), else the default NaN.
-    In E4M3FN the NaN of the operand's sign; in the FNUZ formats 0x80; in FP6/FP4 the stand-in +0."""
+    In the formats whose NaNs are all quiet (``quiet_nans``) the NaN of the operand's sign, without
+    payload (E4M3FN 0x7f/0xff; FNUZ and signed P3109 0x80, E8M0 0xff); in FP6/FP4 the stand-in +0.
+    Converted into a format with IEEE 754's NaNs, a NaN's payload is its fraction field (E4M3FN's
+    0b111; none in the NaN at the code of -0)."""
     src = parse_format(src) if src is not None else None
     in_fmt = src or fmt
     shape = np.shape(operands[0])
@@ -299,14 +313,12 @@ def ieee_nan_bits(fmt: Format, operands: list[np.ndarray], src: Format | str | N
         b = np.asarray(b).astype(np.int64)
         is_nan = in_fmt.is_nan(b)
         sign = np.where(b & in_fmt.sign_mask, fmt.sign_mask, 0)
-        if fmt.encoding == "fn":
-            nan = sign | fmt.default_nan          # one NaN per sign, no payload to keep
-        elif fmt.encoding != "ieee":
-            nan = np.full(b.shape, fmt.default_nan)   # FNUZ, E8M0: the one NaN
+        if fmt.quiet_nans:  # no payload: the NaN of the sign (the one NaN, where there is one)
+            nan = np.where(sign != 0, fmt.nan_of(True), fmt.nan_of(False))
         elif src is not None:
             # the payload: the fraction field, aligned at the top of the destination's fraction
-            # (FNUZ and E8M0 NaNs have none; an FNUZ NaN has its sign bit set)
-            payload = (b & in_fmt.fraction_mask) >> in_fmt.storage_shift if in_fmt.encoding in ("ieee", "fn") else 0
+            # (a NaN at the code of -0 has none, and its sign bit set; E8M0 has no fraction)
+            payload = (b & in_fmt.fraction_mask) >> in_fmt.storage_shift
             shift = in_fmt.fraction_bits - fmt.fraction_bits
             payload = payload >> shift if shift >= 0 else payload << -shift
             nan = sign | fmt.default_nan | (payload << fmt.storage_shift)
@@ -327,9 +339,12 @@ def method_for(fmt: Format, op: str, mode: str, src: Format | str | None = None,
     ('hardware', 'exact', 'hardware')
     """
     src_fmt = parse_format(src) if src is not None else fmt
-    widening = op == "convert" and fmt.width > src_fmt.width and fmt.encoding == "ieee" \
-        and src_fmt.encoding == "ieee"  # exact; other encodings' NaNs and overflow are mapped by exact_round
-    hardware_ok = widening or (mode == "rne" and op != "fma" and not (saturate and fmt.name not in SMALL_FORMATS))
+    # the formats the hardware path knows (by ml_dtypes' dtypes; not the P3109 formats)
+    known = fmt.name in CONVERT_FORMATS and src_fmt.name in CONVERT_FORMATS
+    widening = op == "convert" and fmt.width > src_fmt.width and fmt.ieee_like \
+        and src_fmt.ieee_like  # exact; other formats' NaNs and overflow are mapped by exact_round
+    hardware_ok = known and (widening or (mode == "rne" and op != "fma"
+                                          and not (saturate and fmt.name not in SMALL_FORMATS)))
     if method == "hardware" and not hardware_ok:
         raise ValueError(f"no hardware reference for {fmt.name} {op} {mode}")
     return "hardware" if hardware_ok and method != "exact" else "exact"
@@ -381,15 +396,21 @@ def stochastic_round(fmt: Format, op: str, bits: list[np.ndarray], words: np.nda
     return out.astype(fmt.dtype), rounded
 
 
+def _float64_result(op: str, v: list[np.ndarray]) -> np.ndarray:
+    """``op`` in float64 on the operand values: its NaNs and the signs of the others are those of
+    the exact result (products of the operands of 8 bits or fewer are exact, and a nonzero exact
+    sum never rounds to 0)."""
+    with np.errstate(all="ignore"):
+        x0, x1, x2 = (list(v) + [v[0], v[0]])[:3]
+        return {"add": lambda: x0 + x1, "sub": lambda: x0 - x1, "mul": lambda: x0 * x1, "div": lambda: x0 / x1,
+                "fma": lambda: x0 * x1 + x2, "sqrt": lambda: np.sqrt(x0), "convert": lambda: x0}[op]()
+
+
 def nan_results(op: str, v: list[np.ndarray]) -> np.ndarray:
     """Where the exact result is a NaN (a NaN operand, or an invalid operation: inf - inf, 0 * inf,
     0/0, inf/inf, sqrt(x < 0)): float64 arithmetic decides these exactly. An overflow to E4M3FN's
-    or the FNUZ formats' NaN is not among them."""
-    with np.errstate(all="ignore"):
-        x0, x1, x2 = (list(v) + [v[0], v[0]])[:3]
-        y = {"add": lambda: x0 + x1, "sub": lambda: x0 - x1, "mul": lambda: x0 * x1, "div": lambda: x0 / x1,
-             "fma": lambda: x0 * x1 + x2, "sqrt": lambda: np.sqrt(x0), "convert": lambda: x0}[op]()
-    return np.isnan(y)
+    or the FNUZ formats' NaN, and a negative result in an unsigned format, are not among them."""
+    return np.isnan(_float64_result(op, v))
 
 
 def _ieee_nans(fmt: Format, op: str, bits: list[np.ndarray], src_fmt: Format, out: np.ndarray) -> np.ndarray:

@@ -21,8 +21,8 @@ __all__ = [
 NAN_DISTANCE = -1
 
 #: How NaNs compare: ``"any"`` every NaN equals every NaN; ``"class"`` NaNs are equal when both are
-#: quiet or both signaling (sign and payload ignored; outside the IEEE formats every NaN is of one
-#: class, so E4M3FN's 0x7f and 0xff are equal); ``"strict"`` bit for bit.
+#: quiet or both signaling (sign and payload ignored; where every NaN is quiet, as outside IEEE
+#: 754's formats, they are of one class, so E4M3FN's 0x7f and 0xff are equal); ``"strict"`` bit for bit.
 NAN_MODES = ("any", "class", "strict")
 
 
@@ -89,8 +89,8 @@ def ordered_key(bits, fmt: Format | str) -> np.ndarray:
     values between it and zero, negative below zero. +0 and -0 are both 0, the smallest subnormals
     are +-1, max finite is +-``max_key(fmt)``, and an IEEE infinity one beyond it. Counting is by
     value, not by storage: TF32 in FP32 layout (patterns 2^13 apart) counts 1 between neighbours;
-    E8M0, unsigned, has keys 0 (2^-127) to 254 (2^127). NaNs (0x80 in the FNUZ formats, whose
-    -0 pattern it is) get a meaningless key: mask them out.
+    E8M0, unsigned, has keys 0 (2^-127) to 254 (2^127). NaNs (0x80 in the FNUZ and the signed
+    P3109 formats, whose -0 pattern it is) get a meaningless key: mask them out.
 
     >>> import softfloat16 as sf
     >>> ordered_key([0x8001, 0x0000, 0x8000, 0x3C00], sf.fp16).tolist()
@@ -103,7 +103,7 @@ def ordered_key(bits, fmt: Format | str) -> np.ndarray:
     fmt = _fmt(fmt)
     b = to_bits(bits, fmt, "bits")
     # The fields below the sign, read as one integer, count the values from zero up: this holds
-    # in every encoding (the special patterns, where there are any, sit above max finite).
+    # in every format (the special patterns sit above max finite, or at the code of -0).
     magnitude = (b & fmt.magnitude_mask) >> fmt.storage_shift
     return np.where(b & fmt.sign_mask, -magnitude, magnitude)
 
@@ -123,15 +123,17 @@ def ulp_distance(a, b, fmt: Format | str):
     """Number of representable values between ``a`` and ``b`` (bit patterns) on the ordered line.
 
     Adjacent values are 1 apart in every format (TF32 in FP32 layout included), +0 and -0 are 0
-    apart, max finite and inf 1 apart. Where either operand is a NaN (any NaN of the encoding:
-    0x7f/0xff in E4M3FN, 0x80 in the FNUZ formats, 0xff in E8M0) the result is ``NAN_DISTANCE``
-    (-1). Broadcasts; returns int64.
+    apart, max finite and inf 1 apart. Where either operand is a NaN (any NaN of the format:
+    0x7f/0xff in E4M3FN, 0x80 in the FNUZ and signed P3109 formats, 0xff in E8M0) the result is
+    ``NAN_DISTANCE`` (-1). Broadcasts; returns int64.
 
     >>> import softfloat16 as sf
     >>> ulp_distance(0x3C00, [0x3C01, 0x3BFF, 0xBC00, 0x7E00], sf.fp16).tolist()
     [1, 1, 30720, -1]
     >>> ulp_distance(0x01, [0x81, 0x80], sf.fp8_e4m3fnuz).tolist()   # 0x80 is the NaN, not -0
     [2, -1]
+    >>> ulp_distance(0x7E, [0x7F, 0x81, 0x80], "p3109_k8p3se").tolist()   # inf is one past max finite
+    [1, 127, -1]
     """
     fmt = _fmt(fmt)
     a_bits, b_bits = to_bits(a, fmt, "a"), to_bits(b, fmt, "b")
@@ -140,33 +142,42 @@ def ulp_distance(a, b, fmt: Format | str):
     return distance[()] if distance.ndim == 0 else distance
 
 
-#: The classes ``classify`` names. ``qnan`` / ``snan`` are the two NaNs of the IEEE formats; the
-#: NaNs of the other encodings (E4M3FN's 0x7f/0xff, FNUZ's 0x80, E8M0's 0xff) are all quiet and
-#: carry no payload, and are called ``nan``. E8M0 has only ``normal`` values and ``nan``.
+#: The classes ``classify`` names. ``qnan`` / ``snan`` are the two NaNs of IEEE 754's top binade;
+#: the NaNs of the other formats (E4M3FN's 0x7f/0xff, the -0 pattern 0x80 of FNUZ and the signed
+#: P3109 formats, E8M0's 0xff) are all quiet and carry no payload, and are called ``nan``. E8M0 has
+#: only ``normal`` values and ``nan``; a format of precision 1 (one significand bit) has no subnormals.
 CLASSES = ("zero", "subnormal", "normal", "inf", "qnan", "snan", "nan")
 
 
 def classes(fmt: Format | str) -> tuple[str, ...]:
-    """The classes the patterns of ``fmt`` fall into (a subset of ``CLASSES``).
+    """The classes the patterns of ``fmt`` fall into (a subset of ``CLASSES``), from its properties.
 
     >>> import softfloat16 as sf
-    >>> for f in (sf.fp16, sf.fp8_e4m3fn, sf.fp4_e2m1, sf.e8m0):
+    >>> for f in (sf.fp16, sf.fp8_e4m3fn, sf.fp4_e2m1, sf.e8m0, sf.format("p3109_k8p3se"), sf.format("p3109_k8p1uf")):
     ...     print(f.name, " ".join(classes(f)))
     fp16 zero subnormal normal inf qnan snan
     fp8_e4m3fn zero subnormal normal nan
     fp4_e2m1 zero subnormal normal
     e8m0 normal nan
+    p3109_k8p3se zero subnormal normal inf nan
+    p3109_k8p1uf zero normal nan
     """
     fmt = _fmt(fmt)
-    if fmt.encoding == "ieee":
-        return CLASSES[:6]
-    numbers = ("normal",) if fmt.encoding == "e8m0" else CLASSES[:3]
-    return numbers + (("nan",) if fmt.has_nan else ())
+    found = [kind for kind, present in (
+        ("zero", fmt.has_zero),
+        ("subnormal", fmt.subnormals and fmt.fraction_bits > 0),  # precision 1: field 0 holds only zero
+        ("normal", True),
+        ("inf", fmt.has_inf),
+        ("qnan", not fmt.quiet_nans and fmt.fraction_bits >= 1),
+        ("snan", not fmt.quiet_nans and fmt.fraction_bits >= 2),  # a quiet bit and a nonzero rest
+        ("nan", fmt.has_nan and fmt.quiet_nans),
+    ) if present]
+    return tuple(found)
 
 
 def classify(bits: int, fmt: Format | str) -> str:
-    """Class of one bit pattern: zero, subnormal, normal, inf, qnan, snan (IEEE formats), or nan
-    (a NaN of the other encodings, which has no quiet/signaling distinction). See ``CLASSES``.
+    """Class of one bit pattern: zero, subnormal, normal, inf, qnan, snan (IEEE 754's NaNs), or nan
+    (a NaN of the other formats, which has no quiet/signaling distinction). See ``CLASSES``.
 
     >>> import softfloat16 as sf
     >>> [classify(b, sf.fp16) for b in (0x8000, 0x0001, 0x3C00, 0xFC00, 0x7E00, 0x7C01)]
@@ -175,11 +186,13 @@ def classify(bits: int, fmt: Format | str) -> str:
     ['zero', 'nan', 'subnormal', 'normal']
     >>> [classify(b, sf.e8m0) for b in (0x00, 0xFE, 0xFF)]
     ['normal', 'normal', 'nan']
+    >>> [classify(b, "p3109_k8p3se") for b in (0x00, 0x80, 0x01, 0x7E, 0x7F, 0xFF)]
+    ['zero', 'nan', 'subnormal', 'normal', 'inf', 'inf']
     """
     fmt = _fmt(fmt)
     bits = int(as_bits(bits, fmt, "bits"))  # one pattern: int() refuses an array of several
     if fmt.is_nan(bits):
-        if fmt.encoding != "ieee":
+        if fmt.quiet_nans:
             return "nan"
         return "snan" if fmt.is_signaling(bits) else "qnan"
     for kind, test in (("zero", fmt.is_zero), ("subnormal", fmt.is_subnormal), ("inf", fmt.is_inf)):
@@ -222,7 +235,7 @@ class Description:
 
     format: Format
     bits: int
-    sign: int              # 0 in E8M0, which has no sign bit
+    sign: int              # 0 in the unsigned formats (E8M0), which have no sign bit
     exponent: int          # the biased exponent field
     fraction: int          # the fraction field (TF32 in FP32 layout: its 10 bits, above the 13 zeros)
     kind: str              # one of CLASSES
@@ -234,8 +247,9 @@ class Description:
 
     @property
     def fields(self) -> str:
-        """The fields in binary, separated by spaces: sign, exponent, fraction. E8M0 has only its
-        8 exponent bits; TF32 in FP32 layout shows its 19 bits (the 13 zero bits below are left out).
+        """The fields in binary, separated by spaces: sign, exponent, fraction. An unsigned format
+        has no sign field (E8M0: only its 8 exponent bits), precision 1 no fraction field; TF32 in
+        FP32 layout shows its 19 bits (the 13 zero bits below are left out).
 
         >>> import softfloat16 as sf
         >>> describe(0xB8, sf.fp8_e4m3fn).fields, describe(0x7F, sf.e8m0).fields
@@ -258,7 +272,7 @@ class Description:
 
 def fields(bits: int, fmt: Format | str) -> tuple[int, int, int]:
     """(sign, biased exponent field, fraction field) of one pattern, as Python integers (sign 0 in
-    the unsigned E8M0; the fraction of TF32 in FP32 layout without its 13 zero bits).
+    the unsigned formats; the fraction of TF32 in FP32 layout without its 13 zero bits).
 
     >>> import softfloat16 as sf
     >>> fields(0xBC01, sf.fp16), fields(0xFE, sf.e8m0), fields(0xBF802000, sf.tf32_fp32)

@@ -3,12 +3,14 @@
 An exact value (a ``fractions.Fraction``, or anything it accepts) goes in; the bits the format's
 definition prescribes and the exception flags come out, for every rounding mode (stochastic
 rounding with an explicit random integer included), with gradual underflow, overflow to inf, NaN or
-max finite by encoding, mode, sign and ``saturate``, flush-to-zero and tininess before or after
-rounding. IEEE 754 defines the ``ieee`` formats; docs/formats-spec.md the others (FP8 E4M3FN and
-the FNUZ formats, FP6/FP4, E8M0). Plain integer arithmetic on the numerator and denominator,
-written from the definition of the formats: it shares no code and no method with the Numba
-kernels (integer significands with a sticky bit and one round-pack routine), so the tests and
-``softfloat16.verify`` can judge them with it.
+max finite by the format's ``overflow``, mode, sign and ``saturate``, flush-to-zero and tininess
+before or after rounding. Only the format's properties are read (signed, zero and -0, subnormals,
+bias, max finite, overflow, precision-1 ties), so every combination of them is rounded, the IEEE
+P3109 formats included. IEEE 754 defines the formats with its NaNs in the top binade;
+docs/formats-spec.md the others (FP8 E4M3FN and the FNUZ formats, FP6/FP4, E8M0, P3109). Plain
+integer arithmetic on the numerator and denominator, written from the definition of the formats:
+it shares no code and no method with the Numba kernels (integer significands with a sticky bit
+and one round-pack routine), so the tests and ``softfloat16.verify`` can judge them with it.
 
 >>> from fractions import Fraction
 >>> import softfloat16 as sf
@@ -102,7 +104,7 @@ def _round_integer(numerator: int, denominator: int, shift: int, negative: bool,
 
 def _overflow_is_max_finite(mode: Rounding | _Stochastic, negative: bool) -> bool:
     """Whether the mode rounds toward zero for this sign, so that an overflowing result is the
-    largest finite value (else the format's overflow value: inf, NaN, or max finite by encoding)."""
+    largest finite value (else the format's overflow value: inf, NaN, or max finite)."""
     if isinstance(mode, _Stochastic):
         return False
     return mode in (Rounding.RTZ, Rounding.ROD) or mode == (Rounding.RUP if negative else Rounding.RDN)
@@ -110,13 +112,14 @@ def _overflow_is_max_finite(mode: Rounding | _Stochastic, negative: bool) -> boo
 
 def _significand_limit(fmt: Format) -> int:
     """The significand (with its leading one, ``precision`` bits) of the largest finite value: the
-    formats without infinities use the top exponent for numbers, fn all but its NaN pattern."""
+    formats without top NaNs or infinities use the top exponent for numbers, others all of it but
+    their special codes."""
     fraction = (fmt.max_finite & fmt.fraction_mask) >> fmt.storage_shift
     return (1 << fmt.fraction_bits) | fraction
 
 
 def _nan_result(fmt: Format) -> tuple[int, Flag]:
-    """An invalid result in E8M0 (zero or negative values): its NaN, with INVALID."""
+    """An invalid result (a negative value in an unsigned format, zero in E8M0): the NaN, with INVALID."""
     return fmt.default_nan, Flag.INVALID
 
 
@@ -126,17 +129,20 @@ def round_fraction(value: Rational | int, fmt: Format | str, rounding: str | Rou
     """Bits of the exact rational ``value`` rounded once to ``fmt``, and the flags raised.
 
     ``negative_zero`` is the sign of an exact zero (a rational has none); a nonzero value keeps
-    its sign, also when it rounds to zero (except in the FNUZ formats, whose only zero is +0).
+    its sign, also when it rounds to zero (except in the formats without -0, FNUZ and P3109, whose
+    only zero is +0).
     ``ftz``: a tiny result (as ``tininess``, "after" or "before" rounding, detects it) becomes the
     zero of its sign with UNDERFLOW and INEXACT. UNDERFLOW is otherwise raised when the result is
     tiny and inexact. ``saturate``: overflow gives the largest finite value of the sign, never inf
     or NaN. ``rounding="sr"``: stochastic rounding with the ``sr_bits``-bit random integer
     ``random``: the magnitude is rounded up iff d + random >= 2**sr_bits, d the first ``sr_bits``
-    discarded bits. E8M0 (unsigned, no zero): zero and negative values give its NaN with INVALID,
-    a positive result below its smallest value 2**-127 (rounded with an unbounded exponent) gives
-    that value with UNDERFLOW | INEXACT. E8M0 keeps one significant bit, so both neighbours of a
-    tie 1.5 * 2**k have the odd significand 1: "ties to even" rounds the tie up, to 2**(k+1), as
-    the significand arithmetic here does (and ml_dtypes and torch); round to odd truncates.
+    discarded bits. Unsigned formats: a negative value gives the NaN with INVALID (also with
+    ``saturate``), -0 gives +0. Formats without subnormals (E8M0: unsigned, no zero): zero gives the
+    NaN with INVALID, a result below the smallest value 2**emin (rounded with an unbounded exponent)
+    gives that value with UNDERFLOW | INEXACT. Precision 1 (no fraction bits): both neighbours of a
+    tie 1.5 * 2**k have the significand 1; ``tie_to_even_code`` formats (P3109) round it to the
+    neighbour with the even code (exponent field), the others (E8M0) up, to 2**(k+1), as the
+    significand arithmetic here does (and ml_dtypes and torch); round to odd truncates.
 
     >>> from fractions import Fraction
     >>> import softfloat16 as sf
@@ -162,6 +168,10 @@ def round_fraction(value: Rational | int, fmt: Format | str, rounding: str | Rou
     ['0x7f', '0x81', '0x0', '0x0']
     >>> round_fraction(-1, "e8m0") == (0xFF, Flag.INVALID)
     True
+    >>> [hex(round_fraction(x, "p3109_k8p1se")[0]) for x in (3, 6, Fraction(-1, 2**70), 2**70)]   # even codes
+    ['0x42', '0x42', '0x0', '0x7f']
+    >>> round_fraction(-2, "p3109_k8p3ue", saturate=True) == (0xFF, Flag.INVALID)
+    True
     >>> # 11/8 into fp8_e5m2 (ulp 1/4): 5/4 (0x3d) + 1/8, half an ulp: d = 0b10 in 2 bits, up iff r >= 2
     >>> [hex(round_fraction(Fraction(11, 8), "fp8_e5m2", "sr", random=r, sr_bits=2)[0]) for r in range(4)]
     ['0x3d', '0x3d', '0x3e', '0x3e']
@@ -171,19 +181,22 @@ def round_fraction(value: Rational | int, fmt: Format | str, rounding: str | Rou
     before = parse_tininess(tininess)
     value = Fraction(value)
     negative = value < 0
-    unsigned = fmt.encoding == "e8m0"
-    if unsigned and value <= 0:
-        return _nan_result(fmt)
-    signed_zero = fmt.encoding != "fnuz"  # the FNUZ formats' only zero is +0 (their -0 pattern is the NaN)
-    sign = fmt.sign_mask if negative or (value == 0 and negative_zero) else 0
+    if (negative and not fmt.signed) or (value == 0 and not fmt.has_zero):
+        return _nan_result(fmt)  # no negative values (-0 is +0 below), or no zero (E8M0)
+    signed_zero = fmt.has_negative_zero  # else +0 is the only zero (the -0 code is a NaN, or no sign)
+    sign = fmt.sign_mask if negative or (value == 0 and negative_zero and signed_zero) else 0
     if value == 0:
-        return (sign if signed_zero else 0), Flag(0)
+        return sign, Flag(0)
     numerator, denominator = abs(value.numerator), value.denominator
     exponent = _floor_log2(numerator, denominator)  # 2**exponent <= |value| < 2**(exponent + 1)
 
     # Round to `precision` bits as if the exponent were unbounded: overflow and "after" tininess
     # are defined on this result.
     significand, inexact = _round_integer(numerator, denominator, exponent - fmt.fraction_bits, negative, mode)
+    if fmt.tie_to_even_code and mode == Rounding.RNE and \
+            Fraction(numerator, denominator) == Fraction(3, 2) * Fraction(2) ** exponent:
+        # precision 1: a tie between 2**exponent and 2**(exponent + 1) goes to the even code
+        significand = 1 + (exponent + fmt.bias) % 2
     carry = significand >> fmt.precision  # a carry into the next binade: 2**precision
     rounded_exponent = exponent + carry
     significand >>= carry
@@ -191,13 +204,13 @@ def round_fraction(value: Rational | int, fmt: Format | str, rounding: str | Rou
         toward_zero = _overflow_is_max_finite(mode, negative)
         return fmt.overflow_value(negative, saturate or toward_zero), Flag.OVERFLOW | Flag.INEXACT
     tiny = (exponent if before else rounded_exponent) < fmt.emin
-    if unsigned and rounded_exponent < fmt.emin:
-        # No zero and no subnormals: the smallest value 2**-127 (pattern 0) stands in.
-        return 0, Flag.UNDERFLOW | Flag.INEXACT
+    if not fmt.subnormals and rounded_exponent < fmt.emin:
+        # No zero and no subnormals: the smallest value (E8M0's 2**-127, pattern 0) stands in.
+        return sign, Flag.UNDERFLOW | Flag.INEXACT
     if ftz and tiny:
         return (sign if signed_zero else 0), Flag.UNDERFLOW | Flag.INEXACT
     unit = 1 << fmt.storage_shift  # TF32 in FP32 layout: the pattern sits above 13 zero bits
-    if exponent >= fmt.emin or unsigned:  # E8M0 has no subnormals: one precision down to 2**-127
+    if exponent >= fmt.emin or not fmt.subnormals:  # E8M0 has no subnormals: one precision down to 2**-127
         biased = (rounded_exponent + fmt.bias) << fmt.fraction_bits
         fraction = significand & ((1 << fmt.fraction_bits) - 1)
         flags = (Flag.INEXACT | (Flag.UNDERFLOW if tiny else Flag(0))) if inexact else Flag(0)

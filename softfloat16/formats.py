@@ -134,6 +134,14 @@ class Format:
         return self.top_nans != "binade"
 
     @property
+    def ieee_like(self) -> bool:
+        """Whether the values and special codes are laid out as in IEEE 754's binary formats (signed,
+        +-0, subnormals, NaNs in the top binade, bias 2**(e-1) - 1, overflow to inf): fp16, bf16,
+        fp32, tf32, fp8_e5m2; what the accumulators and torch's float dtypes take."""
+        return (self.signed and self.top_nans == "binade" and not self.nan_at_negative_zero and self.subnormals
+                and self.overflow == "inf" and self.bias == (1 << (self.exponent_bits - 1)) - 1)
+
+    @property
     def top_nan_count(self) -> int:
         """How many codes at the top of each sign are NaNs."""
         return {"binade": (1 << self.fraction_bits) - 1, "one": 1, "none": 0}[self.top_nans]

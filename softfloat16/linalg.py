@@ -123,7 +123,7 @@ def _exact_in(fmt: Format, accumulate: Format) -> bool:
 
 def _embeds(small: Format, large: Format) -> bool:
     """Whether every value of ``small`` (inf and NaN included) is a value of IEEE ``large``."""
-    return (large.encoding == "ieee" and small.fraction_bits <= large.fraction_bits and small.emax <= large.emax
+    return (large.ieee_like and small.fraction_bits <= large.fraction_bits and small.emax <= large.emax
             and small.min_subnormal_exponent >= large.min_subnormal_exponent)
 
 
@@ -206,10 +206,10 @@ def matmul(
         if f.storage_shift:
             raise ValueError(f"{name}: {f.name} (TF32 in FP32 layout) is not taken here; use tf32")
     for name, f in (("fmt", fmt), ("b_format", b_format)):
-        if f.encoding == "e8m0":
+        if not f.has_arithmetic:
             raise ValueError(f"{name}: {f.name} is a scale format; it has no products")
     for name, f in (("accumulate", accumulate), ("out_format", out_format)):
-        if f.encoding != "ieee" or f.storage_shift:
+        if not f.ieee_like or f.storage_shift:
             raise ValueError(f"{name}: {f.name} is not an IEEE-encoded format; accumulate and write results in "
                              "fp32, bf16, fp16, tf32 or fp8_e5m2, and convert the result with sf.convert")
     a_bits, b_bits = _matrix(a, fmt, "a"), _matrix(b, b_format, "b")

@@ -219,9 +219,9 @@ def _stored(result, fmt: Format, want_flags: bool):
 
 
 def _check_arithmetic(fmt: Format, op: str) -> None:
-    if fmt.encoding == "e8m0":
-        raise ValueError(f"{op}: {fmt.name} is a scale format without arithmetic; it supports convert, from_float, "
-                         "to_float and the comparisons")
+    if not fmt.has_arithmetic:  # no zero (E8M0): sums and differences have nowhere to go
+        raise ValueError(f"{op}: {fmt.name} is a scale format without arithmetic (it has no zero); it supports "
+                         "convert, from_float, to_float and the comparisons")
 
 
 def _elementwise(op: str, accepted: tuple[str, ...], fmt: Format | str, operands: dict, options: dict,

@@ -78,7 +78,7 @@ def _formats(fmt, accumulate, out_format, b_format=None) -> tuple[Format, Format
     b_format = fmt if b_format is None else parse_format(b_format)
     accumulate, out_format = parse_format(accumulate), fmt if out_format is None else parse_format(out_format)
     for name, f in (("fmt", fmt), ("b_format", b_format)):
-        if f.encoding == "e8m0":
+        if not f.has_arithmetic:
             raise ValueError(f"{name}: {f.name} is a scale format; it has no sums or products")
         if f.storage_shift:
             raise ValueError(f"{name}: {f.name} (TF32 in FP32 layout) is not taken here; use tf32")
@@ -87,7 +87,7 @@ def _formats(fmt, accumulate, out_format, b_format=None) -> tuple[Format, Format
             raise ValueError(f"{name}: {f.name} is wider than FP32; reductions take formats of at most 24 "
                              "significand and 8 exponent bits")
     for name, f in (("accumulate", accumulate), ("out_format", out_format)):
-        if f.encoding != "ieee" or f.storage_shift:
+        if not f.ieee_like or f.storage_shift:
             raise ValueError(f"{name}: {f.name} is not an IEEE-encoded format; accumulate and write results in "
                              "fp32, bf16, fp16, tf32 or fp8_e5m2, and convert the result with sf.convert")
     return fmt, b_format, accumulate, out_format

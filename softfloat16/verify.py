@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _verify_reference as reference
-from ._verify_tables import ARITHMETIC_FORMATS, ARITY, BINARY, CONVERT_FORMATS, OPS
+from ._verify_tables import ARITHMETIC_FORMATS, ARITY, BINARY, CONVERT_FORMATS, OPS, converts, covers
 from .compare import to_hex
 from .formats import Format, format as parse_format
 from .ops import convert as core_convert
@@ -47,10 +47,12 @@ FORMATS = ARITHMETIC_FORMATS
 
 def _default_fma_c(fmt: Format) -> tuple[int, ...]:
     """c values for exhaustive fma over (a, b): zeros, the tiniest subnormal, one, max finite, min
-    normal (the order is part of a checkpoint's job: keep it). The FNUZ formats have no -0 (their
-    0x80 is the NaN)."""
+    normal (the order is part of a checkpoint's job: keep it). The FNUZ and P3109 formats have no -0
+    (their 0x80 is the NaN), the unsigned ones no negative values."""
     minus = fmt.sign_mask
     c = (0, minus, fmt.min_subnormal, fmt.one, minus | fmt.one, fmt.max_finite, fmt.min_normal, minus | fmt.min_normal)
+    if not fmt.signed:
+        return tuple(x for x in c if not x & minus)
     return c if fmt.has_negative_zero else tuple(x for x in c if x != minus)
 
 
@@ -92,19 +94,20 @@ class Job:
         if self.op == "convert":
             source = parse_format(self.source or ("fp32" if fmt.name != "fp32" else "fp16")).name
             object.__setattr__(self, "source", source)
-            if source == fmt.name or {source, fmt.name} - set(CONVERT_FORMATS):
-                raise ValueError(f"convert: supported between {', '.join(CONVERT_FORMATS)}, "
-                                 f"not {source} -> {fmt.name}")
+            if source == fmt.name or not (converts(parse_format(source)) and converts(fmt)):
+                raise ValueError(f"convert: supported between {', '.join(CONVERT_FORMATS)} and the other formats of "
+                                 f"8 bits or fewer with a zero (P3109 ...), not {source} -> {fmt.name}")
         else:
-            if fmt.name not in FORMATS:
-                raise ValueError(f"format: {self.op} is verified for {', '.join(FORMATS)}, not {fmt.name}")
+            if not covers(fmt):
+                raise ValueError(f"format: {self.op} is verified for {', '.join(FORMATS)} and the other formats of 8 "
+                                 f"bits or fewer with a zero (P3109 ...), not {fmt.name}")
             object.__setattr__(self, "source", None)
         if self.saturate and self.op == "convert" and fmt.name == "fp32":
             raise ValueError("saturate: a conversion into fp32 never overflows")
         if self.rounding != "sr":  # "hardware" where there is no hardware path: refused here, not in a worker
             reference.method_for(fmt, self.op, self.rounding, self.source, self.method, self.saturate)
         if self.op == "fma" and self.exhaustive:
-            c = tuple(int(x) for x in (self.fma_c or DEFAULT_FMA_C[fmt.name]))
+            c = tuple(int(x) for x in (self.fma_c or DEFAULT_FMA_C.get(fmt.name) or _default_fma_c(fmt)))
             object.__setattr__(self, "fma_c", c)
         else:
             object.__setattr__(self, "fma_c", ())
@@ -498,7 +501,9 @@ def verify(format: str, op: str, rounding: str = "rne", *, exhaustive: bool = Fa
     """Check the core's ``op`` in ``format`` and ``rounding`` (and ``saturate``) against the reference.
 
     ``exhaustive``: every operand (pair) of the format; else ``sample`` seeded random cases.
-    ``rounding="sr"``: each case gets a seeded random 32-bit word (its top ``sr_bits`` bits are
+    ``format``: one of ``FORMATS``, or another format of 8 bits or fewer with a zero, as the IEEE
+    P3109 formats (``"p3109_k8p3se"``: the reference rounds them by exact signs and Fractions, in
+    every mode). ``rounding="sr"``: each case gets a seeded random 32-bit word (its top ``sr_bits`` bits are
     r), passed to the core as ``random_bits=`` and to the reference, which rounds with exact
     rationals (about 10 us a case: exhaustive for formats of 8 bits, samples for the others).
     ``workers``: processes (default: the CPU count); ``checkpoint``: JSON file of finished chunks,

@@ -26,6 +26,13 @@ Project decisions implemented here (see the docstrings for details):
   always quiet); ``fnuz`` (no inf, no -0, NaN 0x80, bias 2**(e-1));
   ``finite`` (no inf, no NaN: a NaN result is +0 with INVALID); ``e8m0``
   (unsigned powers of two 2**-127..2**127, 0xFF NaN; no arithmetic);
+  ``p3109`` (the IEEE P3109 formats, named ``p3109_k<K>p<P><s|u><e|f>``, described from
+  (K, P, signed, domain) by ``p3109_spec``: no -0; signed: the NaN at the -0 code 2**(K-1),
+  bias 2**(K-P-1); unsigned: the NaN at the top code 2**K - 1, bias 2**(K-P), a negative
+  value or -inf gives the NaN with INVALID; extended domain: ±inf at the largest codes below
+  the NaN; finite domain: no inf, overflow gives the NaN; subnormals; converted into another
+  format, the signed NaN is negative without payload, the unsigned one positive with its
+  all-ones fraction as payload, as E4M3FN's);
 * ``saturate``: no result is inf or (by overflow) NaN; ±max finite instead.
 """
 
@@ -45,7 +52,7 @@ __all__ = [
     "FORMATS", "ENCODED_FORMATS", "ALL_FORMATS", "SMALL_FORMATS",
     "ROUNDINGS", "ALL_ROUNDINGS", "NAN_PROFILES",
     "decode", "encode_round", "ref_op", "ref_convert", "ref_from_float",
-    "to_fraction", "spec",
+    "to_fraction", "spec", "p3109_spec", "P3109_FORMATS",
 ]
 
 # The flag bits, the rounding names and the encodings below are this module's own copies, on
@@ -74,6 +81,14 @@ ENCODED_FORMATS = {
     "e8m0": (8, 0, "e8m0"),
 }
 ALL_FORMATS = {**{name: (e, f, "ieee") for name, (e, f) in FORMATS.items()}, **ENCODED_FORMATS}
+# The IEEE P3109 formats: name -> (K, P, signed, domain), K bits (3..8), precision P (1..K-1
+# signed, 1..K unsigned), extended (with ±inf) or finite domain. Not in ALL_FORMATS (whose
+# iterations stay as they are); ``spec`` takes their names. Enumerated here, from the rules.
+P3109_FORMATS = {
+    f"p3109_k{k}p{p}{'s' if signed else 'u'}{domain[0]}": (k, p, signed, domain)
+    for k in range(3, 9) for signed in (True, False) for p in range(1, k + (not signed))
+    for domain in ("extended", "finite")
+}
 # The formats with arithmetic and at most 8 bits: small enough to test exhaustively.
 SMALL_FORMATS = ("fp8_e5m2", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp6_e2m3", "fp6_e3m2", "fp4_e2m1")
 # Formats understood internally but not part of the public format list
@@ -113,11 +128,38 @@ class _Spec(NamedTuple):
     inf: int          # +inf bits (None without infinities)
     max_finite: int   # +max finite bits
     default_nan: int  # +qNaN with only the quiet bit set; the positive (or only) NaN; None in finite
+    signed: bool = True  # False in E8M0 and the unsigned P3109 formats
+
+
+@cache
+def p3109_spec(k: int, p: int, signed: bool = True, domain: str = "extended") -> _Spec:
+    """The oracle's description of the P3109 format of K bits and precision P, from the rules:
+    e = K - P exponent bits (one more unsigned, which has no sign bit), f = P - 1 fraction bits,
+    bias 2**(K-P-1) signed, 2**(K-P) unsigned, subnormals, no -0; the NaN is the -0 code
+    2**(K-1) (signed) or the top code 2**K - 1 (unsigned); the extended domain has +inf at the
+    largest code below the NaN (and -inf at its negative), the finite domain numbers there."""
+    if not (3 <= k <= 8 and 1 <= p <= (k - 1 if signed else k) and domain in ("extended", "finite")):
+        raise ValueError(f"no P3109 format K={k}, P={p}, signed={signed}, domain={domain!r}")
+    e, f = k - p + (0 if signed else 1), p - 1
+    sign_bit = 1 << (k - 1) if signed else 0
+    top = (1 << (k - 1)) - 1 if signed else (1 << k) - 2   # the largest magnitude code below the NaN
+    inf = top if domain == "extended" else None
+    max_finite = top - (domain == "extended")
+    bias = 1 << (k - p - (1 if signed else 0))
+    return _Spec(
+        name=f"p3109_k{k}p{p}{'s' if signed else 'u'}{domain[0]}", e=e, f=f, encoding="p3109", width=k,
+        bias=bias, emin=1 - bias, emax=(max_finite >> f) - bias, p=p, sign_bit=sign_bit, exp_ones=(1 << e) - 1,
+        frac_mask=(1 << f) - 1, quiet_bit=0, inf=inf, max_finite=max_finite,
+        default_nan=sign_bit if signed else (1 << k) - 1, signed=signed,
+    )
 
 
 @cache
 def spec(fmt: str) -> _Spec:
-    """The oracle's own description of ``fmt``, from (e, f, encoding) and the spec's rules."""
+    """The oracle's own description of ``fmt``, from (e, f, encoding) and the spec's rules (the
+    P3109 formats from (K, P, signed, domain): ``p3109_spec``)."""
+    if isinstance(fmt, str) and fmt in P3109_FORMATS:
+        return p3109_spec(*P3109_FORMATS[fmt])
     try:
         e, f, encoding = ALL_FORMATS[fmt] if fmt in ALL_FORMATS else _EXTRA_FORMATS[fmt]
     except (KeyError, TypeError):
@@ -138,7 +180,7 @@ def spec(fmt: str) -> _Spec:
         name=fmt, e=e, f=f, encoding=encoding, width=width, bias=bias, emin=emin,
         emax=(max_finite >> f) - bias, p=f + 1, sign_bit=sign_bit, exp_ones=exp_ones,
         frac_mask=(1 << f) - 1, quiet_bit=(1 << (f - 1)) if encoding == "ieee" else 0, inf=inf,
-        max_finite=max_finite, default_nan=default_nan,
+        max_finite=max_finite, default_nan=default_nan, signed=signed,
     )
 
 
@@ -171,7 +213,8 @@ def decode(bits: int, fmt: str) -> tuple:
     Returns ``(kind, sign, value)`` with kind one of "zero", "subnormal",
     "normal", "inf", "qnan", "snan"; sign 0/1; value the exact signed
     Fraction for finite kinds (``Fraction(0)`` for both zeros) and None for
-    inf/NaN.  The NaN of a FNUZ format (0x80) has sign 1, E8M0's sign 0.
+    inf/NaN.  The NaN of a FNUZ format (0x80) has sign 1, E8M0's sign 0; a
+    signed P3109 format's NaN (the -0 code) sign 1, an unsigned one's sign 0.
     """
     s = _spec(fmt)
     bits = _check_bits(bits, s)
@@ -185,6 +228,11 @@ def decode(bits: int, fmt: str) -> tuple:
         return ("normal", 0, _pow2(bits - s.bias))
     if s.encoding == "fnuz" and bits == s.default_nan:
         return ("qnan", 1, None)
+    if s.encoding == "p3109":
+        if bits == s.default_nan:
+            return ("qnan", sign, None)
+        if magnitude == s.inf:
+            return ("inf", sign, None)
     if s.encoding == "fn" and magnitude == s.default_nan:
         return ("qnan", sign, None)
     if s.encoding == "ieee" and exp == s.exp_ones:
@@ -275,9 +323,11 @@ def _propagate_nan(bits: int, s: _Spec, nan: str) -> int:
 
 def _nan_payload(bits: int, s: _Spec) -> tuple[int, int, int]:
     """(sign, payload, payload width) of a NaN pattern: the fraction field in
-    ieee and fn (E4M3FN's 0b111); none in fnuz (sign 1) and e8m0 (sign 0)."""
+    ieee, fn (E4M3FN's 0b111) and unsigned p3109 (the top code: all ones);
+    none in fnuz (sign 1), e8m0 (sign 0) and signed p3109 (sign 1: the code
+    of -0)."""
     _, sign, _ = decode(bits, s.name)
-    if s.encoding in ("ieee", "fn"):
+    if s.encoding in ("ieee", "fn") or (s.encoding == "p3109" and not s.signed):
         return sign, bits & s.frac_mask, s.f
     return sign, 0, 0
 
@@ -286,7 +336,7 @@ def _convert_nan(bits: int, src: _Spec, dst: _Spec, nan: str) -> tuple[int, int]
     """A NaN converted between formats: (bits, flags beyond a signaling source's INVALID)."""
     if dst.encoding == "finite":
         return 0, INVALID
-    if dst.encoding in ("fnuz", "e8m0"):
+    if dst.encoding in ("fnuz", "e8m0", "p3109"):
         return dst.default_nan, 0
     sign, payload, payload_bits = _nan_payload(bits, src)
     if nan not in _PROPAGATING:
@@ -301,17 +351,29 @@ def _convert_nan(bits: int, src: _Spec, dst: _Spec, nan: str) -> tuple[int, int]
 
 
 def _infinite(s: _Spec, sign: int, saturate: bool) -> int:
-    """The bits of an infinite result (inf operands, x/0): inf in ieee, else
-    the overflow value of the encoding (fn: NaN of the sign; fnuz: 0x80;
-    finite: ±max finite); ±max finite with ``saturate``."""
+    """The bits of an infinite result (inf operands, x/0): inf in ieee and
+    the extended P3109 formats, else the overflow value of the encoding (fn:
+    NaN of the sign; fnuz and finite P3109: the NaN; finite: ±max finite);
+    ±max finite with ``saturate``. (-inf in an unsigned format: the NaN, and
+    INVALID, which the callers add: ``_infinite_result``.)"""
     sign_bits = s.sign_bit if sign else 0
+    if sign and not s.signed:
+        return s.default_nan
     if saturate or s.encoding == "finite":
         return sign_bits | s.max_finite
-    if s.encoding == "ieee":
+    if s.encoding == "ieee" or s.inf is not None:
         return sign_bits | s.inf
     if s.encoding == "fn":
         return sign_bits | s.default_nan
-    return s.default_nan                         # fnuz, e8m0
+    return s.default_nan                         # fnuz, e8m0, finite P3109
+
+
+def _infinite_result(s: _Spec, sign: int, saturate: bool, flags: int = 0) -> tuple:
+    """(bits, flags) of an infinite result: ``_infinite``, with INVALID for -inf in an unsigned
+    format (it has no negative values: the NaN), also under ``saturate``."""
+    if sign and not s.signed:
+        return s.default_nan, flags | INVALID
+    return _infinite(s, sign, saturate), flags
 
 
 # ---------------------------------------------------------------------------
@@ -328,7 +390,7 @@ def _daz(operand: tuple) -> tuple:
 
 
 def _zero(s: _Spec, sign: int) -> int:
-    return sign << (s.width - 1) if s.encoding != "fnuz" else 0
+    return sign << (s.width - 1) if s.encoding not in ("fnuz", "p3109") else 0  # no -0 in FNUZ and P3109
 
 
 def _inf(s: _Spec, sign: int) -> int:
@@ -356,11 +418,11 @@ def _sum(x: tuple, y: tuple, s: _Spec, rnd: _Rounding, nan: str) -> tuple:
     if kx == "inf" and ky == "inf":
         if sx != sy:
             return _canonical_nan(s, nan), INVALID
-        return _infinite(s, sx, rnd.saturate), 0
+        return _infinite_result(s, sx, rnd.saturate)
     if kx == "inf":
-        return _infinite(s, sx, rnd.saturate), 0
+        return _infinite_result(s, sx, rnd.saturate)
     if ky == "inf":
-        return _infinite(s, sy, rnd.saturate), 0
+        return _infinite_result(s, sy, rnd.saturate)
     total = vx + vy
     if total == 0:
         if kx == "zero" and ky == "zero" and sx == sy:
@@ -455,7 +517,7 @@ def ref_op(op: str, fmt: str, *operands: int, rounding: str = "rne",
             return _invalid(s, nan)
         kind, sign, value = prod
         if kind == "inf":
-            return _infinite(s, sign, saturate), 0
+            return _infinite_result(s, sign, saturate)
         if kind == "zero":
             return _zero(s, sign), 0
         return rnd.encode(value, sign, fmt)
@@ -472,13 +534,13 @@ def ref_op(op: str, fmt: str, *operands: int, rounding: str = "rne",
         if ka == "inf":
             if kb == "inf":
                 return _invalid(s, nan)
-            return _infinite(s, sign, saturate), 0
+            return _infinite_result(s, sign, saturate)
         if kb == "inf":
             return _zero(s, sign), 0
         if kb == "zero":
             if ka == "zero":
                 return _invalid(s, nan)
-            return _infinite(s, sign, saturate), DIVIDE_BY_ZERO
+            return _infinite_result(s, sign, saturate, DIVIDE_BY_ZERO)
         if ka == "zero":
             return _zero(s, sign), 0
         return rnd.encode(va / vb, sign, fmt)
@@ -490,7 +552,7 @@ def ref_op(op: str, fmt: str, *operands: int, rounding: str = "rne",
         if sa == 1:                              # negative nonzero or -inf
             return _invalid(s, nan)
         if ka == "inf":
-            return _infinite(s, 0, saturate), 0
+            return _infinite_result(s, 0, saturate)
         return exact.round_sqrt(va, fmt, rounding, ftz=ftz, tininess=tininess, saturate=saturate,
                                 random=random, sr_bits=sr_bits)
 
@@ -508,10 +570,12 @@ def ref_convert(bits: int, src: str, dst: str, rounding: str = "rne",
     """Convert a ``src`` bit pattern to ``dst`` with a single rounding.
 
     Infinities into a format without them give its overflow value (±max
-    finite with ``saturate``) and INVALID; with ``saturate`` into an IEEE
-    format, ±max finite without a flag.  NaNs keep sign and payload between
-    IEEE-like formats (profiles "ieee", "x86"), become the one NaN of a FNUZ
-    format or E8M0, and +0 with INVALID in a format without NaN.
+    finite with ``saturate``) and INVALID; with ``saturate`` into a format
+    with infinities (IEEE, extended P3109), ±max finite without a flag.  NaNs
+    keep sign and payload between IEEE-like formats (profiles "ieee", "x86"),
+    become the one NaN of a FNUZ format, E8M0 or P3109, and +0 with INVALID
+    in a format without NaN. A negative value or -inf into an unsigned P3109
+    format is its NaN with INVALID (also with ``saturate``); -0 is +0.
     """
     ss, ds = _spec(src), _spec(dst)
     _check_choice("rounding", rounding, ALL_ROUNDINGS)
@@ -524,8 +588,10 @@ def ref_convert(bits: int, src: str, dst: str, rounding: str = "rne",
         return result, flags | (INVALID if kind == "snan" else 0)
     if ds.encoding == "e8m0" and (sign or kind == "zero"):
         return ds.default_nan, INVALID           # no zero and no negative values
+    if not ds.signed and sign and kind != "zero":
+        return ds.default_nan, INVALID           # unsigned P3109: no negative values (-0 is +0)
     if kind == "inf":
-        if ds.encoding == "ieee":
+        if ds.inf is not None:                   # ieee, extended P3109
             return (ds.max_finite | (sign and ds.sign_bit) if saturate else _inf(ds, sign)), 0
         return _infinite(ds, sign, saturate), INVALID
     if kind == "zero":

@@ -328,3 +328,80 @@ def test_verify_command_new_formats(capsys):
     code, out, _ = run(capsys, "verify", "--format", "fp6_e3m2", "--op", "convert", "--from", "bf16", "-r", "rup",
                        "--exhaustive", "--workers", "1", "--strict-nan")
     assert code == 0 and "convert bf16->fp6_e3m2 rup (exhaustive): 65536 cases, 0 mismatches" in out
+
+
+# --- IEEE P3109: named p3109_k<K>p<P><s|u><e|f> on the command line ------------------------------------
+
+@pytest.mark.parametrize("argv, expected", [
+    (["0x80", "-f", "p3109_k8p3se"], ["p3109_k8p3se 0x80 = 1 00000 00 (1 sign, 5 exponent, 2 fraction bits; bias 16)",
+                                      "encoding  p3109: ±inf 0x7f, 0xff; NaN 0x80 only; no -0", "exponent  00000 = 0",
+                                      "class     nan: the pattern of -0, the only NaN (no -0)", "value     NaN"]),
+    (["0x7f", "-f", "p3109_k8p3se"], ["class     inf", "value     +inf", "next down 0x7e = 49152.0"]),
+    (["0xff", "-f", "p3109_k8p3se"], ["class     inf", "value     -inf", "next up   0xfe = -49152.0"]),
+    (["0x7e", "-f", "p3109_k8p3se"], ["class     normal", "value     49152.0 = 49152 = 6 * 2^13",
+                                      "next up   0x7f = inf"]),
+    (["0x00", "-f", "p3109_k8p3se"], ["class     zero", "value     0.0 = 0 = 0 * 2^-17", "next up   0x01",
+                                      "next down 0x81 = -0.00000762939453125"]),
+    (["0x81", "-f", "p3109_k8p3se"], ["class     subnormal", "exponent  00000 = 0: zero/subnormal, scale 2^-15",
+                                      "value     -0.00000762939453125 = -1/131072 = -1 * 2^-17",
+                                      "next up   0x00 = 0.0"]),
+    (["0x7f", "-f", "p3109_k8p3sf"], ["encoding  p3109: NaN 0x80 only; no inf, no -0", "value     57344.0",
+                                      "next up   none (+max finite: p3109_k8p3sf has no infinity)"]),
+    (["0x40", "-f", "p3109_k8p1se"], ["p3109_k8p1se 0x40 = 0 1000000 (1 sign, 7 exponent, 0 fraction bits; bias 64)",
+                                      "exponent  1000000 = 64, unbiased 0", "value     1.0 = 1 = 1 * 2^0",
+                                      "ulp       1.0 = 2^0", "next up   0x41 = 2.0", "next down 0x3f = 0.5"]),
+    (["0x00", "-f", "p3109_k8p1se"], ["exponent  0000000 = 0: zero, scale 2^-63, no implicit 1", "class     zero"]),
+    (["0x00", "-f", "p3109_k8p1ue"], ["p3109_k8p1ue 0x00 = 00000000 (0 sign, 8 exponent, 0 fraction bits; bias 128)",
+                                      "encoding  p3109: +inf 0xfe; NaN 0xff; unsigned", "class     zero",
+                                      "next down none (0 is the smallest value: p3109_k8p1ue is unsigned)"]),
+    (["0xfe", "-f", "p3109_k8p1ue"], ["class     inf", "value     +inf", "next down 0xfd"]),
+    (["0xff", "-f", "p3109_k8p4uf"], ["class     nan: 0xff, the only NaN", "value     NaN"]),
+    (["0xfe", "-f", "p3109_k8p4uf"], ["value     57344.0",
+                                      "next up   none (+max finite: p3109_k8p4uf has no infinity)"]),
+    (["0x3", "-f", "p3109_k3p2se"], ["p3109_k3p2se 0x3 = 0 1 1", "class     inf", "next down 0x2 = 1.0"]),
+])
+def test_explain_p3109_formats(capsys, argv, expected):
+    code, out, _ = run(capsys, "explain", *argv)
+    assert code == 0
+    for text in expected:
+        assert text in out, (text, out)
+    assert ("  sign      " in out) == (argv[-1][-2] == "s")  # an unsigned format has no sign field
+
+
+@pytest.mark.parametrize("name", ["p3109_k8p3se", "p3109_k8p1sf", "p3109_k8p4ue", "p3109_k5p1uf", "p3109_k3p2se"])
+def test_explain_classes_and_neighbours_of_every_p3109_code_against_gfloat(capsys, name):
+    gfloat = pytest.importorskip("gfloat")
+    from gfloat.formats import format_info_p3109
+    from gfloat.types import Domain, FloatClass, Signedness
+    k, p, s, d = re.fullmatch(r"p3109_k(\d)p(\d)([su])([ef])", name).groups()
+    info = format_info_p3109(int(k), int(p), Signedness.Signed if s == "s" else Signedness.Unsigned,
+                             Domain.Extended if d == "e" else Domain.Finite)
+    decoded = [gfloat.decode_float(info, code) for code in range(1 << int(k))]
+    values = sorted({x.fval for x in decoded if not np.isnan(x.fval)})  # the line, inf at its ends
+    names = {FloatClass.ZERO: "zero", FloatClass.SUBNORMAL: "subnormal", FloatClass.NORMAL: "normal",
+             FloatClass.INFINITE: "inf", FloatClass.NAN: "nan"}
+    for code, x in enumerate(decoded):
+        status, out, _ = run(capsys, "explain", hex(code), "-f", name)
+        assert status == 0
+        assert re.search(r"class     (\w+)", out).group(1) == names[x.fclass], (hex(code), out)
+        if x.fclass in (FloatClass.NAN, FloatClass.INFINITE):
+            continue
+        i = values.index(x.fval)
+        for label, step in (("next up  ", 1), ("next down", -1)):
+            found = re.search(rf"{label} (0x[0-9a-f]+|none)", out).group(1)
+            j = i + step
+            if found == "none":
+                assert not 0 <= j < len(values), (hex(code), label, out)
+            else:
+                assert decoded[int(found, 16)].fval == values[j], (hex(code), label, out)
+
+
+def test_p3109_names_on_the_command_line(capsys):
+    code, out, err = run(capsys, "op", "div", "p3109_k8p3se", "0x40", "0x00")
+    assert code == 0 and "  result  0x7f = inf (inf)" in out and "DIVIDE_BY_ZERO" in out
+    code, out, err = run(capsys, "op", "sqrt", "p3109_k8p3se", "0xc0")
+    assert code == 0 and "  result  0x80 = NaN (nan)" in out and "INVALID" in out
+    for name, message in (("p3109_k9p3se", "no format of K=9 bits"), ("p3109_k8p8se", "P is 1..7"),
+                          ("p3109_k8p3sx", "p3109_k<K>p<P><s|u><e|f>")):
+        code, out, err = run(capsys, "explain", "0x0", "-f", name)
+        assert code == 2 and message in err and "Traceback" not in err, err

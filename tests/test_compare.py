@@ -1,4 +1,5 @@
 """softfloat16.compare against oracles written here: a plain decoder and a sorted table of values."""
+import re
 from decimal import Decimal
 from fractions import Fraction
 
@@ -282,3 +283,78 @@ def test_diff_report_and_hex_of_the_new_formats():
     assert "Max ulp distance: 1" in text and "0x3f802000 = 1.0009765625 [0 01111111 0000000001]" in text
     assert sf.hex(np.array([0x1F, 0x3F]), sf.fp6_e2m3) == "[0x1f, 0x3f]"
     assert sf.hex(0xF, sf.fp4_e2m1) == "0xf" and sf.hex(0x3F800000, sf.tf32_fp32) == "0x3f800000"
+
+
+# --- IEEE P3109, against gfloat's decoder ---------------------------------------------------------
+# Oracle: gfloat (an independent implementation of the P3109 formats) decodes every code and names
+# its class; the format is given to it as (K, P, signedness, domain), read from the name here.
+
+P3109_SAMPLE = [
+    *(f"p3109_k8p{p}s{d}" for p in range(1, 8) for d in "ef"),
+    *(f"p3109_k8p{p}u{d}" for p in range(1, 9) for d in "ef"),
+    "p3109_k3p1se", "p3109_k3p2se", "p3109_k3p3ue", "p3109_k3p1uf", "p3109_k4p1sf", "p3109_k4p3se", "p3109_k4p4uf",
+    "p3109_k5p2ue", "p3109_k6p1se", "p3109_k6p3sf", "p3109_k7p4ue", "p3109_k7p6se",
+]
+
+
+def gfloat_info(name: str):
+    gfloat = pytest.importorskip("gfloat")
+    from gfloat.formats import format_info_p3109
+    from gfloat.types import Domain, Signedness
+    k, p, s, d = re.fullmatch(r"p3109_k(\d)p(\d)([su])([ef])", name).groups()
+    signedness = Signedness.Signed if s == "s" else Signedness.Unsigned
+    return gfloat, format_info_p3109(int(k), int(p), signedness, Domain.Extended if d == "e" else Domain.Finite)
+
+
+def gfloat_decoded(name: str) -> list:
+    gfloat, info = gfloat_info(name)
+    return [gfloat.decode_float(info, code) for code in range(1 << info.k)]
+
+
+def gfloat_class(decoded) -> str:
+    from gfloat.types import FloatClass
+    return {FloatClass.ZERO: "zero", FloatClass.SUBNORMAL: "subnormal", FloatClass.NORMAL: "normal",
+            FloatClass.INFINITE: "inf", FloatClass.NAN: "nan"}[decoded.fclass]
+
+
+@pytest.mark.parametrize("name", P3109_SAMPLE)
+def test_classify_and_describe_every_p3109_code_against_gfloat(name):
+    from softfloat16.compare import classes
+    fmt = sf.format(name)
+    decoded = gfloat_decoded(name)
+    seen = set()
+    for code, d in enumerate(decoded):
+        kind = gfloat_class(d)
+        got = describe(code, fmt)
+        assert classify(code, fmt) == got.kind == kind, (name, hex(code), got.kind, kind)
+        seen.add(kind)
+        if kind == "inf":
+            assert got.value == d.fval
+        elif kind != "nan":
+            assert got.value == Fraction(d.fval), (name, hex(code))
+        assert got.fields.replace(" ", "") == f"{code:0{len(decoded).bit_length() - 1}b}"
+    assert seen == set(classes(fmt))  # P3109's inf counts as inf, its one NaN as the quiet 'nan'
+
+
+@pytest.mark.parametrize("name", ["p3109_k8p3se", "p3109_k8p1se", "p3109_k8p4ue", "p3109_k8p8uf", "p3109_k4p2sf",
+                                  "p3109_k3p1se"])
+def test_ulp_distance_counts_gfloat_values_on_every_p3109_pair(name):
+    values = np.array([d.fval for d in gfloat_decoded(name)], dtype=np.float64)
+    rank = value_ranks(values)  # inf ranks one past max finite
+    n = rank.size
+    a, b = np.divmod(np.arange(n * n), n)
+    expected = np.where((rank[a] < 0) | (rank[b] < 0), NAN_DISTANCE, np.abs(rank[a] - rank[b]))
+    assert np.array_equal(ulp_distance(a, b, sf.format(name)), expected)
+
+
+def test_p3109_specials_in_the_comparison_tools():
+    f, u = sf.format("p3109_k8p3se"), sf.format("p3109_k8p1ue")
+    assert ulp_distance(0x00, 0x80, f) == NAN_DISTANCE and ulp_distance(0x01, 0x81, f) == 2   # no -0
+    assert ulp_distance(0x7E, 0x7F, f) == 1 and ulp_distance(0xFF, 0x7F, f) == 2 * 0x7F       # inf one past max
+    assert str(describe(0x80, f)) == "0x80 = nan [1 00000 00] nan"
+    assert str(describe(0xFF, f)) == "0xff = -inf [1 11111 11] inf"
+    assert str(describe(0xFE, u)) == "0xfe = inf [11111110] inf"
+    assert str(describe(0xFF, u)) == "0xff = nan [11111111] nan"
+    assert mismatch_mask([0x80, 0x80, 0x00], [0x80, 0x00, 0x80], f, nan="class").tolist() == [0, 1, 1]
+    assert mismatch_mask([0xFF, 0xFE], [0xFF, 0xFD], u, ulp=1).tolist() == [0, 0]
+    assert "ulp distance n/a (NaN)" in diff_report([0x80], [0x7E], f)

@@ -198,3 +198,123 @@ def test_bad_arguments():
         exact.round_fraction(1, "fp64")
     with pytest.raises(ValueError, match="negative"):
         exact.round_sqrt(-1, sf.fp16)
+
+
+# --- IEEE P3109 ----------------------------------------------------------------------------------
+
+GFLOAT_MODES = {"rne": "TiesToEven", "rna": "TiesToAway", "rtz": "TowardZero", "rup": "TowardPositive",
+                "rdn": "TowardNegative"}
+
+
+def p3109_points(fmt: sf.Format) -> tuple[list[float], list[float], list[float]]:
+    """Non-negative float64 points of a P3109 format: (every finite value, every midpoint between
+    neighbours, the one between max finite and the next value of an unbounded exponent included,
+    each midpoint nudged down and up)."""
+    finite = sorted({fmt.value(b) for b in range(1 << fmt.width) if fmt.is_finite(b)})
+    values = [float(v) for v in finite if v >= 0]
+    beyond = values[-1] + 2.0 ** (fmt.emax - fmt.fraction_bits)
+    midpoints = [(a + b) / 2 for a, b in zip(values, values[1:] + [beyond])]
+    nudged = [m * (1 + s * 2.0**-30) for m in midpoints for s in (-1, 1)]
+    return values, midpoints + [beyond, 2 * beyond, 2.0**300], nudged
+
+
+def gfloat_bits(fmt: sf.Format, x: list[float], mode: str, saturate: bool) -> list[int]:
+    """gfloat's codes of x rounded to ``fmt`` (its own description of the P3109 format)."""
+    from gfloat import encode_ndarray, round_ndarray
+    from gfloat.formats import format_info_p3109
+    from gfloat.types import Domain, RoundMode, Signedness
+    info = format_info_p3109(fmt.width, fmt.precision, Signedness.Signed if fmt.signed else Signedness.Unsigned,
+                             Domain.Extended if fmt.has_inf else Domain.Finite)
+    rounded = round_ndarray(info, np.array(x, dtype=np.float64), getattr(RoundMode, GFLOAT_MODES[mode]), saturate)
+    return [int(c) for c in encode_ndarray(info, rounded)]
+
+
+@pytest.mark.parametrize("fmt", sf.formats.p3109_formats(), ids=lambda f: f.name)
+def test_p3109_rounding_agrees_with_gfloat(fmt):
+    pytest.importorskip("gfloat")
+    values, midpoints, nudged = p3109_points(fmt)
+    sign = [1.0, -1.0] if fmt.signed else [1.0]  # gfloat has no rule for negatives in unsigned formats
+    top = [x for x in values + midpoints + nudged if x >= values[-1] / 2]   # where saturation can matter
+    cases = [("rne", False, values + midpoints + nudged), ("rna", False, midpoints)]
+    cases += [(mode, False, values + midpoints) for mode in ("rtz", "rup", "rdn")]
+    cases += [(mode, True, top) for mode in GFLOAT_MODES]
+    wrong = []
+    for mode, saturate, points in cases:
+        x = [s * p for s in sign for p in points]
+        want = gfloat_bits(fmt, x, mode, saturate)
+        got = [exact.round_fraction(Fraction(v), fmt, mode, saturate=saturate)[0] for v in x]
+        wrong += [(mode, saturate, v, hex(g), hex(w)) for v, g, w in zip(x, got, want) if g != w]
+    assert not wrong, wrong[:10]
+
+
+def test_p3109_hand_checked():
+    k8p1se, k8p1sf, k8p3se, k8p3sf = (sf.format(f"p3109_k8p{p}s{d}") for p in (1, 3) for d in "ef")
+    k8p3ue, k8p8uf = sf.format("p3109_k8p3ue"), sf.format("p3109_k8p8uf")
+    # precision 1: a tie 1.5 * 2**k goes to the even code (exponent field), E8M0's tie goes up
+    assert [exact.round_fraction(x, k8p1se)[0] for x in (3, 6, 12)] == [0x42, 0x42, 0x44]
+    assert exact.round_fraction(3, "e8m0")[0] == 0x81
+    assert exact.round_fraction(3, k8p1se, "rna") == (0x42, IX)
+    # ...also the tie between max finite and the overflow: max finite 0x7e (even) stays, 0x7f (odd) goes
+    assert exact.round_fraction(3 * 2**61, k8p1se) == (0x7E, IX)
+    assert exact.round_fraction(3 * 2**62, k8p1sf) == (0x80, OF | IX)
+    # round to odd with one significant bit truncates, and rounds (0, 2**emin) to 2**emin
+    assert exact.round_fraction(Fraction(7, 2), k8p1se, "rod") == (0x41, IX)
+    assert exact.round_fraction(Fraction(1, 2**70), k8p1se, "rod") == (0x01, UF | IX)
+    # no -0 (0x80 is the NaN): zeros and negative values rounded to zero are +0
+    assert exact.round_fraction(0, k8p3se, negative_zero=True) == (0x00, 0)
+    assert exact.round_fraction(Fraction(-1, 2**40), k8p3se, "rdn") == (0x81, UF | IX)
+    assert exact.round_fraction(Fraction(-1, 2**40), k8p3se, "rup") == (0x00, UF | IX)
+    # overflow: +-inf in the extended domain, the NaN in the finite one; max finite with saturate
+    # or when the mode rounds toward zero
+    assert exact.round_fraction(2**17, k8p3se) == (0x7F, OF | IX)
+    assert exact.round_fraction(-(2**17), k8p3se) == (0xFF, OF | IX)
+    assert exact.round_fraction(2**17, k8p3sf) == (0x80, OF | IX)
+    assert exact.round_fraction(-(2**17), k8p3sf, saturate=True) == (0xFF, OF | IX)
+    assert exact.round_fraction(2**17, k8p3se, "rtz") == (0x7E, OF | IX)
+    assert exact.round_fraction(2**17, k8p8uf) == (0xFF, OF | IX)   # the unsigned NaN, at the top
+    # unsigned: a negative value (also one that would round to zero) is the NaN with INVALID,
+    # whatever the mode and saturate; -0 is +0
+    for mode in MODES:
+        for saturate in (False, True):
+            for value in (-1, Fraction(-1, 2**300), -(2**300)):
+                assert exact.round_fraction(value, k8p3ue, mode, saturate=saturate) == (0xFF, Flag.INVALID)
+    assert exact.round_fraction(0, k8p3ue, negative_zero=True) == (0x00, 0)
+    assert exact.round_fraction(Fraction(1, 2**300), k8p3ue) == (0x00, UF | IX)   # a zero and subnormals
+    assert exact.round_fraction(Fraction(1, 2**7), k8p8uf) == (0x01, 0)    # the smallest subnormal, 2**-7
+
+
+@pytest.mark.parametrize("name", ["p3109_k8p1se", "p3109_k8p3sf", "p3109_k8p4ue", "p3109_k6p6uf"])
+def test_p3109_flags_agree_with_the_kernels(name):
+    """The exact reference and the kernels' conversion from FP32: bits and flags, every option."""
+    fmt = sf.format(name)
+    values, midpoints, nudged = p3109_points(fmt)
+    x = np.array(values + midpoints[:-1] + nudged, dtype=np.float32)
+    x = np.concatenate([x, -x]) if fmt.signed else x
+    for mode in MODES:
+        for saturate, ftz, tininess in ((False, False, "after"), (True, False, "before"), (False, True, "before")):
+            bits, flags = sf.convert(x.view(np.uint32), src=sf.fp32, dst=fmt, rounding=mode, saturate=saturate,
+                                     ftz=ftz, tininess=tininess, flags=True)
+            for v, b, f in zip(x.tolist(), bits.tolist(), flags.tolist()):
+                want = exact.round_fraction(Fraction(v), fmt, mode, ftz=ftz, tininess=tininess, saturate=saturate)
+                assert (b, f) == want, (name, mode, saturate, ftz, tininess, v)
+
+
+@pytest.mark.parametrize("name", ["p3109_k8p1se", "p3109_k8p2sf", "p3109_k8p5ue", "p3109_k7p7uf"])
+def test_p3109_verify_reference_agrees_with_exact(name):
+    """The verification's float64 sign loop (softfloat16._verify_reference) against Fractions, on
+    every pair of finite operands (a sample, all modes, both saturation settings)."""
+    from softfloat16 import _verify_reference as reference
+    fmt = sf.format(name)
+    values = [fmt.value(b) for b in range(1 << fmt.width) if fmt.is_finite(b)]
+    rng = np.random.default_rng(fmt.width * 10 + fmt.precision)
+    a, b = (rng.choice(len(values), 400) for _ in range(2))
+    va, vb = (np.array([float(values[i]) for i in index]) for index in (a, b))
+    for op, exact_op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul)):
+        for mode in MODES:
+            for saturate in (False, True):
+                out, _ = reference.exact_round(fmt, op, mode, [va, vb], saturate)
+                for i in range(len(va)):
+                    value = exact_op(values[a[i]], values[b[i]])
+                    if value != 0:  # an exact zero's sign is IEEE's rule, not the rational's
+                        want = exact.round_fraction(value, fmt, mode, saturate=saturate)[0]
+                        assert int(out[i]) == want, (op, mode, saturate, values[a[i]], values[b[i]])

@@ -704,3 +704,203 @@ def test_a_failing_example_prints_the_pattern(make):
     notes = "\n".join(getattr(info.value, "__notes__", []))
     assert re.search(r"\bb=\d+,", notes), notes  # the integer itself, not the call that built it
     assert "lambda" not in notes, notes
+
+
+# --- IEEE P3109: every strategy, judged by gfloat's decoder ---------------------------------------------
+# Oracle: gfloat decodes every code of a P3109 format and names its class; the format is handed to it as
+# (K, P, signedness, domain) read from the name here. Exact values and the value grid come from gfloat's
+# floats, continued past max finite at the top binade's spacing (the rounding grid of an unbounded exponent).
+
+P3109_SAMPLE = [
+    *(f"p3109_k8p{p}s{d}" for p in range(1, 8) for d in "ef"),
+    *(f"p3109_k8p{p}u{d}" for p in range(1, 9) for d in "ef"),
+    "p3109_k3p1se", "p3109_k3p2se", "p3109_k3p1uf", "p3109_k3p3ue", "p3109_k4p1sf", "p3109_k4p2se", "p3109_k4p4uf",
+    "p3109_k5p1ue", "p3109_k5p2uf", "p3109_k6p1se", "p3109_k6p3sf", "p3109_k7p4ue", "p3109_k7p6se",
+]
+# formats for the constructing strategies: precision 1 to 6, signed and unsigned, both domains, K = 4 to 8
+P3109_ARITHMETIC = ["p3109_k8p1se", "p3109_k8p1uf", "p3109_k8p2ue", "p3109_k8p3se", "p3109_k8p4sf", "p3109_k8p5ue",
+                    "p3109_k8p6se", "p3109_k6p1sf", "p3109_k6p3ue", "p3109_k5p2se", "p3109_k4p2se", "p3109_k4p1uf"]
+
+
+@functools.cache
+def gfloat_codes(name: str) -> tuple:
+    """(width, [(class, value float) of every code]) from gfloat."""
+    gfloat = pytest.importorskip("gfloat")
+    from gfloat.formats import format_info_p3109
+    from gfloat.types import Domain, FloatClass, Signedness
+    k, p, s, d = re.fullmatch(r"p3109_k(\d)p(\d)([su])([ef])", name).groups()
+    info = format_info_p3109(int(k), int(p), Signedness.Signed if s == "s" else Signedness.Unsigned,
+                             Domain.Extended if d == "e" else Domain.Finite)
+    names = {FloatClass.ZERO: "zero", FloatClass.SUBNORMAL: "subnormal", FloatClass.NORMAL: "normal",
+             FloatClass.INFINITE: "inf", FloatClass.NAN: "nan"}
+    decoded = [gfloat.decode_float(info, code) for code in range(1 << int(k))]
+    return int(k), [(names[x.fclass], float(x.fval)) for x in decoded]
+
+
+def p3109_kind(b: int, name: str) -> str:
+    """The kind of a pattern as ``bits`` names them, from gfloat (which also checks the width)."""
+    width, codes = gfloat_codes(name)
+    assert 0 <= b < 1 << width, f"{b:#x} is not a {width}-bit pattern"
+    kind, v = codes[b]
+    biggest = max(abs(x) for _, x in codes if math.isfinite(x))
+    return "max_finite" if kind in ("normal", "subnormal") and abs(v) == biggest else kind
+
+
+def p3109_value(b: int, name: str) -> Fraction:
+    v = gfloat_codes(name)[1][b][1]
+    assert math.isfinite(v), f"{b:#x} is not finite"
+    return Fraction(v)
+
+
+@functools.cache
+def p3109_grid(name: str) -> list:
+    """0 and the positive values, continued to the end of max finite's binade at its spacing."""
+    p = int(re.search(r"p(\d)[su]", name).group(1))
+    grid = sorted({Fraction(v) for _, v in gfloat_codes(name)[1] if math.isfinite(v) and v >= 0})
+    e = math.floor(math.log2(grid[-1]))
+    while grid[-1] < Fraction(2) ** (e + 1):
+        grid.append(grid[-1] + Fraction(2) ** (e - p + 1))
+    return grid
+
+
+def p3109_offset(x: Fraction, name: str) -> Fraction:
+    """Signed distance of |x| from the midpoint of its two neighbours, in their ulps."""
+    import bisect
+    grid = p3109_grid(name)
+    i = bisect.bisect_right(grid, abs(x)) - 1
+    return (abs(x) - grid[i]) / (grid[i + 1] - grid[i]) - Fraction(1, 2)
+
+
+@pytest.mark.parametrize("name", P3109_SAMPLE)
+def test_bits_draws_each_kind_of_p3109_formats_and_only_that(name):
+    fmt = sf.format(name)
+    codes = gfloat_codes(name)[1]
+    positive = [abs(v) for kind, v in codes if kind in ("normal", "subnormal")]
+    normal = [abs(v) for kind, v in codes if kind == "normal"]
+    wanted = {"inf": fmt.infinities, "nan": True, "subnormal": fmt.precision > 1}
+    assert {k for k in wanted if k in kinds_of(fmt)} == {k for k, present in wanted.items() if present}
+    extras = ("min_normal", "min_subnormal") if fmt.precision > 1 else ("min_normal",)
+    for k in kinds_of(fmt) + extras:
+        for b in collect(bits(fmt, kinds=(k,)), 20):
+            got = p3109_kind(b, name)
+            if k == "min_subnormal":
+                assert abs(codes[b][1]) == min(positive), hex(b)
+            elif k == "min_normal":
+                assert abs(codes[b][1]) == min(normal), hex(b)
+            else:
+                assert got == k, (k, hex(b), got)
+    with pytest.raises(ValueError, match="no -0|unsigned"):
+        bits(fmt, kinds=("zero",), sign=1)
+    for k, message in (("qnan", "only kind 'nan'"), ("inf", "no infinity"), ("subnormal", "precision 1")):
+        if k not in kinds_of(fmt):
+            with pytest.raises(ValueError, match=message):
+                bits(fmt, kinds=(k,))
+
+
+@pytest.mark.parametrize("name", ["p3109_k8p3se", "p3109_k8p1sf", "p3109_k8p4ue", "p3109_k8p8uf", "p3109_k3p1se",
+                                  "p3109_k6p5sf"])
+def test_bits_default_draws_every_kind_and_sign_of_p3109_formats(name):
+    fmt = sf.format(name)
+    width = gfloat_codes(name)[0]
+
+    def key(b):
+        return p3109_kind(b, name), b >> (width - 1) if fmt.signed and p3109_kind(b, name) != "nan" else 0
+    drawn = collect(bits(fmt), 400)
+    assert {key(b) for b in drawn} == {key(b) for b in range(1 << width)}  # no -0: its code is the NaN
+
+
+@pytest.mark.parametrize("name", P3109_SAMPLE)
+def test_testfloat_and_range_patterns_of_p3109_formats(name):
+    fmt = sf.format(name)
+    width = gfloat_codes(name)[0]
+    drawn = collect(testfloat_bits(fmt), 100)
+    fields = {b >> fmt.fraction_bits & ((1 << fmt.exponent_bits) - 1) for b in drawn}
+    assert 0 in fields and (1 << fmt.exponent_bits) - 1 in fields
+    assert all(0 <= b < 1 << width for b in drawn)
+    if fmt.signed:
+        assert {b >> (width - 1) for b in drawn} == {0, 1}
+    biggest = max(abs(v) for _, v in gfloat_codes(name)[1] if math.isfinite(v))
+    for b in collect(near_overflow(fmt), 30):
+        assert p3109_kind(b, name) in ("normal", "max_finite") and abs(p3109_value(b, name)) <= biggest
+    smallest_normal = min(abs(v) for kind, v in gfloat_codes(name)[1] if kind == "normal")
+    for b in collect(near_underflow(fmt), 30):
+        assert p3109_kind(b, name) in ("zero", "subnormal", "normal", "max_finite")
+        assert abs(p3109_value(b, name)) <= 2 * smallest_normal
+
+
+def p3109_exact(op: str, operands, name: str) -> Fraction:
+    v = [p3109_value(b, name) for b in operands]
+    return {"add": lambda: v[0] + v[1], "sub": lambda: v[0] - v[1], "mul": lambda: v[0] * v[1],
+            "div": lambda: v[0] / v[1]}[op]()
+
+
+@pytest.mark.parametrize("name", P3109_ARITHMETIC)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_near_midpoint_in_p3109_formats(name, op):
+    fmt = sf.format(name)
+    p = fmt.precision
+    for where in ("on", "near"):
+        if p == 1 and op in ("mul", "div") and where == "near":  # products of powers of two: exact or on one
+            with pytest.raises(ValueError, match="precision 1"):
+                near_midpoint(fmt, op, where=(where,))
+            continue
+        try:
+            strategy = near_midpoint(fmt, op, where=(where,))
+        except ValueError as error:  # only where the format has too few exponents (or codes) for any case
+            assert (name, op, where) in (("p3109_k8p6se", "add", "near"), ("p3109_k8p6se", "sub", "near")), error
+            assert "too few exponents" in str(error) and "\n" not in str(error)
+            continue
+        for operands in collect(strategy, 25):
+            assert all(p3109_kind(b, name) not in ("inf", "nan") for b in operands)
+            offset = p3109_offset(p3109_exact(op, operands, name), name)
+            assert abs(offset) <= Fraction(2) ** (2 - p) and abs(offset) != Fraction(1, 2), (operands, offset)
+            assert (offset == 0) == (where == "on"), (where, [hex(b) for b in operands], offset)
+
+
+@pytest.mark.parametrize("name", P3109_ARITHMETIC)
+def test_near_midpoint_sqrt_and_convert_in_p3109_formats(name):
+    fmt = sf.format(name)
+    p = fmt.precision
+    for (a,) in collect(near_midpoint(fmt, "sqrt", where=("near",)), 25):
+        v = p3109_value(a, name)
+        root = Fraction(math.isqrt(int(v * 4**200)), 2**200)
+        import bisect
+        grid = p3109_grid(name)
+        i = bisect.bisect_right(grid, root) - 1
+        lo, hi = grid[i], grid[i + 1]
+        m, epsilon = (lo + hi) / 2, (hi - lo) * Fraction(2) ** (2 - p)
+        assert v > 0 and (m - epsilon) ** 2 < v < (m + epsilon) ** 2 and v != m * m, hex(a)
+    for where in ("on", "near"):
+        for (a,) in collect(near_midpoint(fmt, "convert", where=(where,)), 25):
+            offset = p3109_offset(fp32_value(a), name)
+            assert (offset == 0) if where == "on" else 0 < abs(offset) < Fraction(2) ** (2 - p), (hex(a), offset)
+            assert fmt.signed or a >> 31 == 0
+
+
+@pytest.mark.parametrize("name", P3109_ARITHMETIC)
+def test_near_overflow_and_underflow_pairs_in_p3109_formats(name):
+    fmt = sf.format(name)
+    codes = gfloat_codes(name)[1]
+    biggest = max(abs(Fraction(v)) for _, v in codes if math.isfinite(v))
+    top_spacing = Fraction(2) ** (math.floor(math.log2(biggest)) - fmt.precision + 1)
+    smallest_normal = min(abs(Fraction(v)) for kind, v in codes if kind == "normal")
+    for op in ("add", "sub", "mul", "div"):
+        for operands in collect(near_overflow(fmt, op), 20):
+            x = p3109_exact(op, operands, name)
+            assert biggest - 2 * top_spacing <= abs(x) <= biggest + 2 * top_spacing, ([hex(b) for b in operands], x)
+            assert fmt.signed or x >= 0
+        for operands in collect(near_underflow(fmt, op), 20):
+            x = p3109_exact(op, operands, name)
+            assert abs(x) <= smallest_normal * (Fraction(9, 8) if fmt.precision > 1 else 2), (operands, x)
+            assert fmt.signed or x >= 0
+
+
+def test_assertion_helpers_in_p3109_formats():
+    f, u = sf.format("p3109_k8p3se"), sf.format("p3109_k8p1ue")
+    assert_bits_equal([0x80, 0x7F], [0x80, 0x7F], f)
+    with pytest.raises(AssertionError, match=r"actual   0x80 = nan \[1 00000 00\] nan"):  # the NaN is not -0
+        assert_bits_equal([0x80], [0x00], f)
+    assert_within_ulp([0x7F, 0xFE], [0x7E, 0xFD], f, ulp=1)  # inf is one past max finite
+    assert_within_ulp([0xFE, 0x01], [0xFD, 0x00], u, ulp=1)
+    with pytest.raises(AssertionError, match="ulp distance n/a"):
+        assert_within_ulp([0xFF], [0xFE], u, ulp=5)

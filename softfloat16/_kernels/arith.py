@@ -10,7 +10,7 @@ from numba import njit
 
 from .core import (
     DIVIDE_BY_ZERO, FINITE, INF, INVALID, NAN, ZERO,
-    exact_zero_sign, msb_index, nan_result, round_pack_options, shift_right_jam, special_options, unpack,
+    exact_zero_sign, inf_options, msb_index, nan_result, round_pack_options, shift_right_jam, special_options, unpack,
 )
 
 # Finite addends are aligned with their leading bit here: bit 61 stays free for a carry, and the
@@ -64,9 +64,9 @@ def add_signed(a, b, negate_b, options, random):
     if class_a == INF:
         if class_b == INF and sign_a != sign_b:
             return options.invalid_nan, INVALID
-        return special_options(INF, sign_a, options), 0
+        return inf_options(sign_a, options)
     if class_b == INF:
-        return special_options(INF, sign_b, options), 0
+        return inf_options(sign_b, options)
     if class_a == ZERO and class_b == ZERO:
         return special_options(ZERO, exact_zero_sign(sign_a, sign_b, rounding), options), 0
     # One zero: the other operand, passed through round_pack so that ftz applies to it.
@@ -98,7 +98,7 @@ def mul(a, b, options, random):
     if class_a == INF or class_b == INF:
         if class_a == ZERO or class_b == ZERO:
             return options.invalid_nan, INVALID
-        return special_options(INF, sign, options), 0
+        return inf_options(sign, options)
     return special_options(ZERO, sign, options), 0
 
 
@@ -136,7 +136,7 @@ def div(a, b, options, random):
     if class_a == INF:
         if class_b == INF:
             return options.invalid_nan, INVALID
-        return special_options(INF, sign, options), 0
+        return inf_options(sign, options)
     if class_b == INF:
         return special_options(ZERO, sign, options), 0
     if class_b == ZERO:
@@ -172,7 +172,7 @@ def sqrt(a, options, random):
     if sign_a == 1:
         return options.invalid_nan, INVALID
     if class_a == INF:
-        return special_options(INF, 0, options), 0
+        return inf_options(0, options)
     # Radicand with an even exponent and its leading bit at 2*fbits+4 or +5, so the root has
     # fbits+3 bits: the significand, a round bit and a bit that carries the sticky remainder.
     shift = 2 * fbits + 4 - msb_index(sig_a)
@@ -222,9 +222,9 @@ def fma(a, b, c, options, random):
     if class_a == INF or class_b == INF:
         if class_c == INF and sign_c != sign_p:
             return options.invalid_nan, INVALID
-        return special_options(INF, sign_p, options), 0
+        return inf_options(sign_p, options)
     if class_c == INF:
-        return special_options(INF, sign_c, options), 0
+        return inf_options(sign_c, options)
     if class_a == ZERO or class_b == ZERO:
         if class_c == ZERO:
             return special_options(ZERO, exact_zero_sign(sign_p, sign_c, rounding), options), 0

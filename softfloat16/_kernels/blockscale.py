@@ -126,7 +126,7 @@ def block_amax(source, start, count, src_ebits, src_fbits, src_encoding):
     magnitude_mask = (1 << (src_ebits + src_fbits)) - 1
     largest = 0
     finite = True
-    if src_encoding == IEEE:
+    if src_encoding == IEEE:  # IEEE 754's layout: magnitudes order as codes, non-finite at the top
         for j in range(count):
             largest = max(largest, int(source[start + j]) & magnitude_mask)
         return largest, largest < (((1 << src_ebits) - 1) << src_fbits)

@@ -367,6 +367,15 @@ def special_options(cls, sign, options):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
+def inf_options(sign, options):
+    """(bits, flags) of an exact infinity of a sign: -inf in an unsigned format has no
+    representation, so it is the NaN with INVALID (as a negative finite result is)."""
+    if sign and not options.encoding & SIGNED:
+        return nan_bits(0, options.exponent_bits, options.fraction_bits, options.encoding), INVALID
+    return special_options(INF, sign, options), 0
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
 def exact_zero_sign(sign_x, sign_y, rounding):
     """Sign of an exact zero sum x + y: x's sign if both agree, else +0 (-0 when rounding down)."""
     if sign_x == sign_y:

@@ -100,6 +100,7 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
     index = NAMES.index(name)
     arity = ARITY[name]
     fast = (name in FAST._fields and fbits <= FAST_MAX_FRACTION_BITS and ebits <= FAST_MAX_EXPONENT_BITS
+            # The fast kernels decode IEEE 754's layout only (formats.py's ieee_like formats)
             and encoding == IEEE and (random_source == NO_RANDOM or name in FAST_STOCHASTIC))
     if fast:
         return make_fast_loop(index, FAST._fields.index(name), arity, ebits, fbits, encoding, defaults, keep_flags,

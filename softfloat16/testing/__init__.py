@@ -19,8 +19,12 @@ edge cases rounding code gets wrong, and assertion helpers with bit-level failur
 - :mod:`~softfloat16.testing.assertions`: ``assert_bits_equal``, ``assert_within_ulp``.
 
 Every strategy and helper takes any format of ``softfloat16`` (FP8, FP6, FP4, E8M0, TF32 in FP32
-layout included) and draws only that format's patterns; a kind the format lacks (``inf`` in
-E4M3FN, ``zero`` in E8M0) is a ValueError. docs/verification.md lists what each format offers.
+layout, the IEEE P3109 formats ``sf.format("p3109_k8p3se")`` included), reads what it can draw from
+the format's properties and draws only that format's patterns; a kind the format lacks (``inf`` in
+E4M3FN, ``zero`` in E8M0, ``-0`` in the FNUZ and signed P3109 formats, ``subnormal`` at precision 1)
+is a ValueError, and so is a case no operands of the format reach (a product of two values of
+precision 1 is never next to a midpoint without being on it; a format of few exponents has no sum
+near one). docs/verification.md lists what each format offers.
 
 Optional pytest plugin: ``pytest -p softfloat16.testing`` (or ``pytest_plugins =
 ["softfloat16.testing"]`` in a conftest.py) adds the fixtures ``sf_format`` (fp16, bf16, fp32)

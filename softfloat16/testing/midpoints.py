@@ -5,12 +5,13 @@ midpoints of the destination format), so every draw is a hard case for the round
 """
 from __future__ import annotations
 
+import bisect
 from fractions import Fraction
 
 from hypothesis import assume, strategies as st
 
 from ..formats import Format, format as parse_format
-from .patterns import as_format, check_arithmetic, exact_bits, max_value, negate
+from .patterns import as_format, check_arithmetic, exact_bits, max_value, random_signs
 
 __all__ = ["MIDPOINT_OPS", "near_midpoint"]
 
@@ -59,35 +60,63 @@ def _add_pair(draw, fmt: Format, where: str, op: str):
     # a = A ulps of size u (A has p bits); |b| = (k + 1/2) u, plus or minus an offset delta far
     # below u. Kept inside a's binade, a + b is then exactly a midpoint (plus delta).
     p = fmt.precision
+    if p == 1:
+        return draw(_add_pair_one_bit(fmt, where, op))
     if where == "on":
         q, j, nudge = 2 * draw(st.integers(0, (1 << (p - 1)) - 1)) + 1, 1, 0
     else:  # small q so that |b| = q u/2 +- u 2^-j still fits in p bits with a tiny offset
-        q = draw(st.sampled_from([q for q in (1, 3, 5, 7) if q.bit_length() < p]))
-        j = p - q.bit_length() + 1
+        q = draw(st.sampled_from([q for q, _ in _near_offsets(fmt)]))
+        j = dict(_near_offsets(fmt))[q]
         nudge = draw(st.sampled_from((-1, 1)))
     k = q // 2
-    b_positive = draw(st.booleans())
+    # unsigned: a + b with b > 0 (add), a - |b| with a sum's b < 0 (sub)
+    b_positive = draw(st.booleans()) if fmt.signed else op == "add"
     if b_positive:   # lower neighbour A + k, at most the binade's last value
         A = draw(st.integers(1 << (p - 1), (1 << p) - 1 - k))
     else:            # lower neighbour A - k - 1 stays in the binade
         assume((1 << (p - 1)) + k + 1 <= (1 << p) - 1)
         A = draw(st.integers((1 << (p - 1)) + k + 1, (1 << p) - 1))
-    assume(fmt.emin + j <= fmt.emax)  # in a format of few exponents (FP6 E2M3) not every q fits
+    assume(fmt.emin + j <= fmt.emax)
     e = draw(st.integers(fmt.emin + j, fmt.emax))
-    negative = draw(st.booleans())
+    (negative,) = random_signs(draw, fmt, 1)
     a = exact_bits(fmt, A, e - p + 1, negative)
-    b = exact_bits(fmt, q * (1 << (j - 1)) + nudge, e - p + 1 - j, negative != (not b_positive))
-    if op == "sub":
-        b = negate(fmt, b)
+    # b's sign in the sum a + b, flipped for the operand of a - b
+    b = exact_bits(fmt, q * (1 << (j - 1)) + nudge, e - p + 1 - j, (negative != (not b_positive)) != (op == "sub"))
+    return (a, b) if draw(st.booleans()) or op == "sub" else (b, a)
+
+
+def _near_offsets(fmt: Format) -> list[tuple[int, int]]:
+    """(q, j) of the sums near a midpoint: |b| = q u/2 +- u 2^-j fits in p bits, and a's binade is j
+    above emin (a format of few exponents, FP6 E2M3, has a smaller j: a larger offset), with the
+    offset 2^-j ulp at most 2^(2-p) ulp and below half an ulp."""
+    p, span = fmt.precision, fmt.emax - fmt.emin
+    offsets = [(q, min(p - q.bit_length() + 1, span)) for q in (1, 3, 5, 7) if q.bit_length() < p]
+    return [(q, j) for q, j in offsets if j >= max(2, p - 2)]
+
+
+@st.composite
+def _add_pair_one_bit(draw, fmt: Format, where: str, op: str):
+    # Precision 1: every value is a power of two, the midpoints are 1.5 * 2^e. On one: 2^e + 2^(e-1)
+    # or 2^(e+1) - 2^(e-1); the nearest two values come without being on one, a quarter ulp away:
+    # 2^e + 2^(e-2) = 1.25 * 2^e and 2^(e+1) - 2^(e-2) = 1.75 * 2^e.
+    d = 1 if where == "on" else 2
+    b_positive = draw(st.booleans()) if fmt.signed else op == "add"
+    high = fmt.emax if b_positive else fmt.emax - 1
+    assume(fmt.emin + d <= high)
+    e = draw(st.integers(fmt.emin + d, high))
+    (negative,) = random_signs(draw, fmt, 1)
+    a = exact_bits(fmt, 1, e if b_positive else e + 1, negative)
+    b = exact_bits(fmt, 1, e - d, (negative != (not b_positive)) != (op == "sub"))
     return (a, b) if draw(st.booleans()) or op == "sub" else (b, a)
 
 
 @st.composite
 def _mul_pair(draw, fmt: Format, where: str):
     p = fmt.precision
-    signs = draw(st.booleans()), draw(st.booleans())
-    if where == "on" and draw(st.booleans()):
-        # subnormal result: T * 2^(emin - p), T odd < 2^p, half-way between subnormals
+    signs = random_signs(draw, fmt, 2)
+    if where == "on" and (p == 1 or draw(st.booleans())):
+        # subnormal result: T * 2^(emin - p), T odd < 2^p, half-way between subnormals (precision 1:
+        # only the midpoint between 0 and the smallest value; no product of powers of two is another)
         a_odd = _odd(draw, 1, (1 << p) - 1)
         b_odd = _odd(draw, 1, ((1 << p) - 1) // a_odd)
         x, y = _split_exponent(draw, fmt, fmt.emin - p, a_odd.bit_length(), b_odd.bit_length())
@@ -115,7 +144,7 @@ def _mul_pair(draw, fmt: Format, where: str):
 @st.composite
 def _div_pair(draw, fmt: Format, where: str):
     p = fmt.precision
-    signs = draw(st.booleans()), draw(st.booleans())
+    signs = random_signs(draw, fmt, 2)
     if where == "on":
         # a binary quotient is never a normal midpoint (it would need p + 1 bits), but a
         # subnormal one can be: a / b = T * 2^(emin - p) with T odd, T * b_odd < 2^p
@@ -143,11 +172,48 @@ def _div_pair(draw, fmt: Format, where: str):
     return exact_bits(fmt, a_int, x, signs[0]), exact_bits(fmt, b_odd, x - e - 1, signs[1])
 
 
+def _sqrt_choices(fmt: Format):
+    """(r, q, a_int, low, high) of each way ``_sqrt_operand`` can go, for the precision p >= 2."""
+    p = fmt.precision
+    modulus = 1 << (p + 2)
+    for r in (-1, 7, -9, 15):
+        root = _sqrt_mod_pow2((-r) % modulus, p + 2)
+        for q in (root, modulus - root, root ^ (modulus >> 1), (modulus - root) ^ (modulus >> 1)):
+            if q >> p != 1:
+                continue
+            a_int = (q * q + r) >> (p + 2)
+            x_low, x_high = _exponent_range(fmt, a_int.bit_length())
+            yield r, q, a_int, -(-(x_low - p - 2) // 2), (x_high - p - 2) // 2
+
+
+def _impossible(fmt: Format, op: str, where: str) -> str | None:
+    """Why no operands of ``op`` in ``fmt`` have a result ``where`` ("on" or "near") a midpoint
+    (None if some have): a format of few exponents (P3109 with K = 3, or P close to K) can lack room."""
+    p, emin, emax = fmt.precision, fmt.emin, fmt.emax
+    few = f"{fmt.name} has too few exponents (emin {emin}, emax {emax})"
+    if op in ("add", "sub") and p == 1:
+        top = emax - (op == "sub" and not fmt.signed)  # unsigned a - b: a one binade up
+        if emin + (1 if where == "on" else 2) > top:
+            return f"{few} for a sum of its powers of two {where} a midpoint"
+    elif op in ("add", "sub") and where == "on" and emin + 1 > emax:
+        return f"{few}: one binade, where every sum of two values is exact or overflows"
+    elif op in ("add", "sub") and where == "near" and not _near_offsets(fmt):
+        return f"{few} for a sum within 2^(2-p) ulp of a midpoint without being on it"
+    elif op == "div" and where == "on" and max(emin - p + 1, 1) > min(emax, emax - emin + p):
+        return f"{few} for a quotient on a midpoint (only subnormal quotients can be on one)"
+    elif op == "sqrt" and p > 1 and all(low > high for *_, low, high in _sqrt_choices(fmt)):
+        return f"{few} for the square roots near a midpoint that near_midpoint builds"
+    return None
+
+
 @st.composite
 def _sqrt_operand(draw, fmt: Format):
     # sqrt is never exactly a midpoint; Q odd with p + 1 bits and Q^2 + r = A * 2^(p+2) for a
     # small r = 7 (mod 8) put sqrt(A * 2^(p+2)) = Q + r/(2Q) right next to the midpoint Q.
     p = fmt.precision
+    if p == 1:  # sqrt(2^(2h+1)) = 1.414... * 2^h, 0.086 ulp below the midpoint 1.5 * 2^h
+        odd = draw(st.integers(-(-(fmt.emin - 1) // 2), (fmt.emax - 1) // 2))
+        return (exact_bits(fmt, 1, 2 * odd + 1),)
     r = draw(st.sampled_from((-1, 7, -9, 15)))
     modulus = 1 << (p + 2)
     root = _sqrt_mod_pow2((-r) % modulus, p + 2)
@@ -192,8 +258,8 @@ def _convert_source(dst: Format, src: Format | str | None) -> Format:
     top = 2 * _top_significand(dst) + 1, dst.emax - p
     if top[0] * Fraction(2) ** top[1] + CONVERT_NEAR * Fraction(2) ** _spacing_exponent(src, *top) > max_value(src):
         raise ValueError(f"src: {wanted} values up to {dst.name}'s max finite + half an ulp, beyond {src.name}'s")
-    # the smallest midpoint: half the smallest subnormal (E8M0, without subnormals: 1.5 * 2^emin)
-    smallest = (1, dst.emin - p) if dst.encoding != "e8m0" else (3, dst.emin - 1)
+    # the smallest midpoint: half the smallest subnormal (E8M0, without zero and subnormals: 1.5 * 2^emin)
+    smallest = (1, dst.emin - p) if dst.has_zero else (3, dst.emin - 1)
     ulp = Fraction(2) ** (smallest[1] + 1)  # of dst there
     if CONVERT_NEAR * Fraction(2) ** _spacing_exponent(src, *smallest) >= Fraction(2) ** (2 - p) * ulp:
         raise ValueError(f"src: {wanted} values down to {float(ulp / 2)!r}, beyond {src.name}'s resolution")
@@ -206,7 +272,7 @@ def _convert_operand(draw, dst: Format, src: Format, where: str):
     # e (the subnormals: a below 2^(p-1) at emin, a = 0 the midpoint between 0 and the smallest
     # subnormal); in the top binade a stops at max finite, whose midpoint is the overflow threshold.
     p = dst.precision
-    if dst.encoding != "e8m0" and draw(st.integers(0, 7)) == 0:  # one draw in eight: a subnormal midpoint
+    if dst.has_zero and draw(st.integers(0, 7)) == 0:  # one draw in eight: a subnormal midpoint
         e, a = dst.emin, draw(st.integers(0, (1 << (p - 1)) - 1))
     else:
         e = draw(st.integers(dst.emin, dst.emax))
@@ -218,6 +284,52 @@ def _convert_operand(draw, dst: Format, src: Format, where: str):
         integer, exponent = (integer << (exponent - spacing)) + k, spacing
     negative = dst.signed and draw(st.booleans())
     return (exact_bits(src, integer, exponent, negative),)
+
+
+# --- formats of at most 16 codes: every operand, filtered --------------------------------------------
+#: Formats with at most this many codes (FP4, P3109 with K = 3 or 4) get every case there is, found by
+#: trying each operand (pair): too few exponents for the constructions above to be sure of one.
+ENUMERATED_CODES = 16
+
+
+def _grid(fmt: Format) -> list[Fraction]:
+    """0 and the positive values of ``fmt``, continued at the top binade's spacing to its end (the
+    values rounding with an unbounded exponent knows, up to the overflow threshold and beyond)."""
+    codes = [c << fmt.storage_shift for c in range(1 << (fmt.width - fmt.storage_shift))]
+    grid = sorted({v for v in map(fmt.value, [c for c in codes if fmt.is_finite(c)]) if v >= 0})
+    step, end = Fraction(2) ** (fmt.emax - fmt.precision + 1), Fraction(2) ** (fmt.emax + 1)
+    while grid[-1] < end:
+        grid.append(grid[-1] + step)
+    return grid
+
+
+def _enumerated(fmt: Format, op: str, where: str) -> list[tuple]:
+    """Every operand tuple of ``fmt`` whose exact result of ``op`` is ``where`` a midpoint."""
+    grid, bound = _grid(fmt), Fraction(2) ** (2 - fmt.precision)
+    codes = [c << fmt.storage_shift for c in range(1 << (fmt.width - fmt.storage_shift))]
+    values = {c: fmt.value(c) for c in codes if fmt.is_finite(c)}
+    found = []
+    if op == "sqrt":
+        for a, v in values.items():
+            i = bisect.bisect_right([g * g for g in grid], v) - 1
+            if v <= 0 or i + 1 >= len(grid) or grid[i] ** 2 == v:
+                continue
+            midpoint, epsilon = (grid[i] + grid[i + 1]) / 2, (grid[i + 1] - grid[i]) * bound
+            if (midpoint - epsilon) ** 2 < v < (midpoint + epsilon) ** 2 and v != midpoint ** 2:
+                found.append((a,))
+        return found
+    for a, x in values.items():
+        for b, y in values.items():
+            if op == "div" and y == 0:
+                continue
+            result = abs({"add": x + y, "sub": x - y, "mul": x * y, "div": x / y if y else 0}[op])
+            i = bisect.bisect_right(grid, result) - 1
+            if i + 1 >= len(grid):
+                continue
+            offset = (result - grid[i]) / (grid[i + 1] - grid[i]) - Fraction(1, 2)
+            if (offset == 0) if where == "on" else (0 < abs(offset) <= bound and abs(offset) != Fraction(1, 2)):
+                found.append((a, b))
+    return found
 
 
 # --- the strategy ---------------------------------------------------------------------------------
@@ -240,6 +352,13 @@ def near_midpoint(fmt: Format | str, op: str, where: tuple[str, ...] = ("on", "n
       one between 0 and the smallest subnormal, and max finite + half an ulp included. ``fmt`` is
       the destination: ``sf.convert(a, src=src, dst=fmt)``. E8M0 is a destination too (its
       midpoints are 1.5 * 2^e).
+
+    Unsigned formats get positive operands (a - b with a > b for sub). In a format of precision 1
+    (P3109's p = 1: every value a power of two) add/sub are on the midpoints 1.5 * 2^e or a
+    quarter ulp from them (1.25 and 1.75 * 2^e, the nearest two values come); mul and div are
+    only on the midpoint between 0 and the smallest value (``where=("on",)``: "near" is a
+    ValueError); sqrt is near the midpoints (sqrt(2^(2h+1))). A format too small for a
+    construction (a few exponents, K = 3 or 4 bits) can leave hypothesis nothing to draw.
 
     >>> import softfloat16 as sf
     >>> from hypothesis import find
@@ -265,9 +384,23 @@ def near_midpoint(fmt: Format | str, op: str, where: tuple[str, ...] = ("on", "n
     if op == "convert":
         source = _convert_source(fmt, src)
         return st.one_of([_convert_operand(fmt, source, w) for w in where])
+    if op in ("mul", "div") and fmt.precision == 1 and "near" in where:
+        raise ValueError(f"where: {fmt.name} has precision 1: a {'product' if op == 'mul' else 'quotient'} of its "
+                         f"values (powers of two) is never next to a midpoint without being on it; use where=('on',)")
+    if op == "sqrt" and "near" not in where:
+        raise ValueError("where: a square root is never exactly a midpoint; use where=('near',)")
+    if 1 << (fmt.width - fmt.storage_shift) <= ENUMERATED_CODES:
+        labels = ("near",) if op == "sqrt" else where
+        cases = [_enumerated(fmt, op, w) for w in labels]
+        for w, found in zip(labels, cases):
+            if not found:
+                raise ValueError(f"where={w!r}: no operands of {fmt.name} give a result of {op} {w} a midpoint")
+        return st.one_of([st.sampled_from(found) for found in cases])
+    for w in where:
+        problem = _impossible(fmt, op, w)
+        if problem:
+            raise ValueError(f"where={w!r}: {problem}")
     if op == "sqrt":
-        if "near" not in where:
-            raise ValueError("where: a square root is never exactly a midpoint; use where=('near',)")
         return _sqrt_operand(fmt)
     strategies = []
     for w in where:

@@ -15,8 +15,10 @@ from ..formats import Format, format as parse_format
 __all__ = ["KINDS", "bits", "kinds_of", "testfloat_bits"]
 
 #: The classes ``bits`` can draw (``"min_subnormal"`` and ``"min_normal"`` also work). A format
-#: offers those it has (``kinds(fmt)``): ``inf``, ``qnan`` and ``snan`` only the IEEE formats; ``nan``
-#: every format with a NaN (in IEEE formats: quiet or signaling); E8M0 no zero and no subnormals.
+#: offers those it has (``kinds_of(fmt)``), by its properties: ``inf`` the formats with infinities
+#: (IEEE 754's, extended P3109); ``qnan`` and ``snan`` only IEEE 754's NaNs (the top binade); ``nan``
+#: every format with a NaN (in IEEE formats: quiet or signaling); no ``zero`` and no ``subnormal``
+#: without subnormals (E8M0), no ``subnormal`` at precision 1 (exponent field 0 holds only zero).
 KINDS = ("zero", "subnormal", "normal", "max_finite", "inf", "qnan", "snan", "nan")
 _ALL_KINDS = KINDS + ("min_subnormal", "min_normal")
 
@@ -38,12 +40,17 @@ def _missing(fmt: Format, kind: str) -> str | None:
         return f"{what} has no infinity"
     if kind in ("qnan", "snan", "nan") and not fmt.has_nan:
         return f"{what} has no NaN"
-    if kind in ("qnan", "snan") and fmt.encoding != "ieee":
+    if kind in ("qnan", "snan") and fmt.quiet_nans:
         return f"{what} has no quiet/signaling NaNs, only kind 'nan'"
     if kind == "snan" and fmt.fraction_bits < 2:
         return f"{fmt.name} has no signaling NaN"
-    if kind in ("zero", "subnormal", "min_subnormal") and fmt.encoding == "e8m0":
-        return f"{what} has no zero and no subnormals (0x00 is its smallest value 2^-127, kind 'min_normal')"
+    if kind in ("zero", "subnormal", "min_subnormal") and not fmt.has_zero:
+        return (f"{what} has no zero and no subnormals ({fmt.min_normal:#04x} is its smallest value "
+                f"2^{fmt.emin}, kind 'min_normal')")
+    if kind in ("subnormal", "min_subnormal") and not fmt.fraction_bits:
+        return f"{fmt.name} has no subnormals (precision 1: exponent field 0 holds only zero)"
+    if kind == "normal" and fmt.max_finite == fmt.min_normal:
+        return f"{fmt.name} has no normal value below max finite (its one normal value: kind 'max_finite')"
     return None
 
 
@@ -59,6 +66,11 @@ def kinds_of(fmt: Format | str, sign: int | None = None) -> tuple[str, ...]:
     fp8_e4m3fnuz 1 subnormal normal max_finite nan
     fp4_e2m1 None zero subnormal normal max_finite
     e8m0 0 normal max_finite nan
+    >>> for name in ("p3109_k8p3se", "p3109_k8p1se", "p3109_k8p4uf"):
+    ...     print(name, " ".join(kinds_of(name)))
+    p3109_k8p3se zero subnormal normal max_finite inf nan
+    p3109_k8p1se zero normal max_finite inf nan
+    p3109_k8p4uf zero subnormal normal max_finite nan
     """
     fmt = as_format(fmt)
     found = tuple(k for k in KINDS if _missing(fmt, k) is None and _sign_problem(fmt, k, sign) is None)
@@ -81,7 +93,7 @@ def _sign_problem(fmt: Format, kind: str, sign: int | None) -> str | None:
 
 
 def signed(fmt: Format, magnitude: st.SearchStrategy, sign: int | None) -> st.SearchStrategy:
-    """Magnitude patterns with a sign bit drawn (or ``sign``); unsigned E8M0 keeps them as they are."""
+    """Magnitude patterns with a sign bit drawn (or ``sign``); an unsigned format keeps them as they are."""
     if not fmt.signed:
         return magnitude
     signs = st.sampled_from((0, 1)) if sign is None else st.just(int(sign))
@@ -98,8 +110,9 @@ def _units(fmt: Format, low: int, high: int) -> st.SearchStrategy[int]:
 def bits(fmt: Format | str, kinds: tuple[str, ...] | None = None, sign: int | None = None) -> st.SearchStrategy[int]:
     """Bit patterns of ``fmt`` drawn from each class in ``kinds`` (default: every kind the format
     has, ``kinds_of(fmt, sign)``), of either sign (or ``sign``). A kind the format
-    lacks (``inf`` in E4M3FN, ``zero`` in E8M0, ``-0`` in the FNUZ formats) is a ValueError. The
-    one NaN of the FNUZ formats (0x80) and of E8M0 (0xff) is drawn as it is, whatever ``sign``.
+    lacks (``inf`` in E4M3FN, ``zero`` in E8M0, ``-0`` in the FNUZ and signed P3109 formats,
+    ``subnormal`` at precision 1) is a ValueError. The NaN at the code of -0 (0x80 in the FNUZ and
+    signed P3109 formats) and an unsigned format's NaN (0xff) are drawn as they are, whatever ``sign``.
 
     >>> import softfloat16 as sf
     >>> from hypothesis import find
@@ -108,6 +121,8 @@ def bits(fmt: Format | str, kinds: tuple[str, ...] | None = None, sign: int | No
     'snan'
     >>> [hex(find(bits(f, kinds=("nan",), sign=0), lambda b: True)) for f in (sf.fp8_e4m3fn, sf.fp8_e4m3fnuz)]
     ['0x7f', '0x80']
+    >>> [hex(find(bits("p3109_k8p3se", kinds=(k,), sign=1), lambda b: True)) for k in ("inf", "nan")]
+    ['0xff', '0x80']
     >>> bits(sf.fp8_e4m3fn, kinds=("inf",))
     Traceback (most recent call last):
     ValueError: kinds: fp8_e4m3fn (fn encoding) has no infinity
@@ -125,36 +140,48 @@ def bits(fmt: Format | str, kinds: tuple[str, ...] | None = None, sign: int | No
         if problem:
             raise ValueError(problem)
     unit, quiet = 1 << fmt.storage_shift, fmt.quiet_bit
-    ieee_nan = fmt.exponent_mask  # the NaNs of an IEEE format: this exponent, a nonzero fraction
-    magnitudes = {
-        "zero": st.just(0),
-        "subnormal": _units(fmt, unit, fmt.min_normal - unit),
-        "normal": _units(fmt, fmt.min_normal, fmt.max_finite - unit),  # max finite is its own kind
-        "max_finite": st.just(fmt.max_finite),
-        "min_subnormal": st.just(unit),
-        "min_normal": st.just(fmt.min_normal),
-        "nan": st.just(fmt.default_nan),  # E4M3FN: S.1111.111, the sign drawn below
+    binade = fmt.exponent_mask  # IEEE 754's NaNs: this exponent, a nonzero fraction
+    magnitudes = {  # built when asked for: the kinds a format lacks would be empty ranges
+        "zero": lambda: st.just(0),
+        "subnormal": lambda: _units(fmt, unit, fmt.min_normal - unit),
+        "normal": lambda: _units(fmt, fmt.min_normal, fmt.max_finite - unit),  # max finite is its own kind
+        "max_finite": lambda: st.just(fmt.max_finite),
+        "min_subnormal": lambda: st.just(unit),
+        "min_normal": lambda: st.just(fmt.min_normal),
+        "inf": lambda: st.just(fmt.inf),
+        "qnan": lambda: _units(fmt, binade | quiet, binade | (2 * quiet - unit)),
+        "snan": lambda: _units(fmt, binade + unit, binade | (quiet - unit)),
     }
-    if fmt.encoding == "ieee":
-        magnitudes.update({
-            "inf": st.just(fmt.inf),
-            "qnan": _units(fmt, ieee_nan | quiet, ieee_nan | (2 * quiet - unit)),
-            "snan": _units(fmt, ieee_nan + unit, ieee_nan | (quiet - unit)),
-        })
-        magnitudes["nan"] = st.one_of(magnitudes["qnan"], magnitudes["snan"])
     strategies = []
     for k in kinds:
-        # The FNUZ formats' only zero is +0 (0x80 is the NaN); their NaN and E8M0's are one pattern.
-        as_is = (k == "zero" and not fmt.has_negative_zero) or (k == "nan" and fmt.encoding in ("fnuz", "e8m0"))
-        strategies.append(magnitudes[k] if as_is else signed(fmt, magnitudes[k], sign))
+        if k == "nan":
+            strategies.append(_nans(fmt, magnitudes, sign))
+        else:  # a format without -0 (its pattern is a NaN) has one zero, +0
+            as_is = k == "zero" and not fmt.has_negative_zero
+            strategies.append(magnitudes[k]() if as_is else signed(fmt, magnitudes[k](), sign))
     return st.one_of(strategies)
+
+
+def _nans(fmt: Format, magnitudes: dict, sign: int | None) -> st.SearchStrategy[int]:
+    """The NaNs of a format: IEEE 754's (quiet or signaling, either sign), the top code of the
+    sign (E4M3FN: S.1111.111; unsigned: the top code), and the code of -0 (0x80: one pattern,
+    whatever ``sign``)."""
+    found = []
+    if fmt.top_nans == "binade":
+        kinds = ("qnan", "snan") if fmt.fraction_bits >= 2 else ("qnan",)
+        found.append(signed(fmt, st.one_of([magnitudes[k]() for k in kinds]), sign))
+    elif fmt.top_nans == "one":
+        found.append(signed(fmt, st.just(fmt.nan_of(False)), sign))
+    if fmt.nan_at_negative_zero:
+        found.append(st.just(fmt.sign_mask))
+    return st.one_of(found)
 
 
 def testfloat_bits(fmt: Format | str) -> st.SearchStrategy[int]:
     """TestFloat-style patterns: extreme and near-bias exponent fields combined with significands
     made of runs of ones and zeros (leading run, trailing run, single bits, their complements).
-    Every pattern is one of the format's (its NaNs included: 0x80 in the FNUZ formats); E8M0 has
-    only the exponent field.
+    Every pattern is one of the format's (its NaNs included: 0x80 in the FNUZ formats); E8M0 and
+    the formats of precision 1 have only the exponent field.
 
     >>> import softfloat16 as sf
     >>> from hypothesis import find
@@ -167,8 +194,8 @@ def testfloat_bits(fmt: Format | str) -> st.SearchStrategy[int]:
     near = {0, 1, 2, fmt.bias - 1, fmt.bias, fmt.bias + 1, top - 2, top - 1, top}
     special_exponents = sorted(near & set(range(top + 1)))  # FP4 E2M1 has exponents 0..3 only
     exponent = st.one_of(st.sampled_from(special_exponents), st.integers(0, top))
-    if f == 0:  # E8M0: no significand to vary
-        return exponent
+    if f == 0:  # E8M0, precision 1: no significand to vary
+        return signed(fmt, exponent.map(lambda e: e << fmt.storage_shift), None)
     run = st.integers(0, f)
     significand = st.one_of(
         st.sampled_from((0, ones)),
@@ -191,7 +218,7 @@ def exact_bits(fmt: Format, integer: int, exponent: int, negative: bool = False)
     max finite is rejected (``assume``): in E4M3FN the top binade ends one step early, at 448."""
     value = Fraction(integer) * Fraction(2) ** exponent
     assume(value <= max_value(fmt))
-    bits, _ = round_fraction(value, fmt, "rtz", negative_zero=negative)
+    bits, _ = round_fraction(value, fmt, "rtz")  # the magnitude; the sign below (no -0 in some formats)
     if describe(bits, fmt).value != value:
         raise AssertionError(f"internal: {value} is not representable in {fmt.name}")
     return negate(fmt, bits) if negative else bits
@@ -202,12 +229,20 @@ def max_value(fmt: Format) -> Fraction:
 
 
 def negate(fmt: Format, bits: int) -> int:
-    """The pattern of -value (a zero stays +0 in the FNUZ formats, where 0x80 is the NaN)."""
+    """The pattern of -value (a zero stays +0 in the formats without -0, where 0x80 is the NaN)."""
     if bits == 0 and not fmt.has_negative_zero:
         return 0
+    if not fmt.signed:
+        raise AssertionError(f"internal: {fmt.name} is unsigned: it has no negative values")
     return bits ^ fmt.sign_mask
 
 
+def random_signs(draw, fmt: Format, count: int) -> tuple[bool, ...]:
+    """``count`` signs drawn (True: negative); all positive in an unsigned format."""
+    return tuple(draw(st.booleans()) if fmt.signed else False for _ in range(count))
+
+
 def check_arithmetic(fmt: Format) -> None:
-    if fmt.encoding == "e8m0":
-        raise ValueError(f"fmt: {fmt.name} is a scale format without arithmetic: it has no operands to construct")
+    if not fmt.has_arithmetic:
+        raise ValueError(f"fmt: {fmt.name} is a scale format without arithmetic (no zero): it has no operands to "
+                         f"construct")

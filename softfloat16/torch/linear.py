@@ -27,7 +27,7 @@ def accumulate_products(machine: Machine, a: torch.Tensor, b: torch.Tensor) -> n
     if a.dtype != b.dtype:
         raise NotEmulated(f"a matmul of {a.dtype} and {b.dtype}")
     fmt = DTYPE_FORMATS[a.dtype]
-    if fmt.precision > 24 or fmt.encoding == "e8m0":
+    if fmt.precision > 24 or not fmt.has_arithmetic:
         raise NotEmulated(f"a matmul of {fmt.name}")
     return np.asarray(sf.linalg.matmul(bits(a), bits(b), fmt, accumulate=machine.accumulate, out_format=FP32,
                                        order=machine.order, rounding=machine.step["rounding"],

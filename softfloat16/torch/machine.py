@@ -54,7 +54,7 @@ class Machine:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
             raise ValueError(f"seed: expected a non-negative integer or None, got {seed!r}")
         self.accumulate = parse_format(accumulate)
-        if self.accumulate.precision > 24 or self.accumulate.encoding != "ieee" or self.accumulate.storage_shift:
+        if self.accumulate.precision > 24 or not self.accumulate.ieee_like or self.accumulate.storage_shift:
             raise ValueError(f"accumulate: {self.accumulate.name} cannot accumulate here; use fp32, bf16, fp16, "
                              "tf32 or fp8_e5m2")
         if order not in ORDERS:

@@ -28,7 +28,7 @@ def ieee_16_or_32(func, fmt: Format) -> Format:
     Traceback (most recent call last):
     softfloat16.torch.registry.NotEmulated: aten.fmod of fp8_e5m2
     """
-    if fmt.encoding != "ieee" or not 16 <= fmt.width <= 32:
+    if not fmt.ieee_like or not 16 <= fmt.width <= 32:
         raise NotEmulated(f"{func} of {fmt.name}")
     return fmt
 
