@@ -264,7 +264,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check the core against an independent reference")
     # The job's options default to None so that --table can tell which were given.
     p.add_argument("--format", "-f", type=_format_arg,
-                   help=f"{', '.join(ARITHMETIC_FORMATS)}; for convert the destination (fp32 too)")
+                   help=f"{', '.join(ARITHMETIC_FORMATS)}, or an IEEE P3109 format (p3109_k8p3se ...); "
+                        "for convert the destination (fp32 too)")
     p.add_argument("--op", choices=VERIFY_OPS, metavar="OP", help=", ".join(VERIFY_OPS))
     p.add_argument("--table", action="store_true",
                    help="instead of --format/--op: every row of docs/verification.md, as one run")
