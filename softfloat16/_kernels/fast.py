@@ -5,10 +5,14 @@ Each returns ``(bits, flags, ok)``. When ``ok`` is true the bits and flags are t
 result: the operands are normal numbers and so is the result, with no overflow (and, for fma, not an
 exact zero, whose sign depends on the mode). Then nothing that ftz, daz, tininess, saturation or the
 NaN profile change can apply, and the rounding mode acts only through ``core.round_at``, the one
-rounding decision. Only for IEEE encodings (loops.py sees to it: the others differ in bias and in
-what the top exponent holds). Under stochastic rounding, which reads up to 32 discarded bits: mul,
-whose product is exact, add and sub in wider lanes with more guard bits, and fma (see fma); div and
-sqrt keep only a few guard bits and leave it to the general kernels. When ``ok`` is false the bits
+rounding decision. For every signed format with subnormals and fraction bits (loops.py sees to it):
+each kernel takes the format's packed properties ``encoding`` for its bias (one more in the FNUZ and
+P3109 formats), declines every operand and result in the top binade (IEEE 754's infinities and
+NaNs; elsewhere the NaN or infinity codes and some finite values, which the general kernel then
+rounds) and, where the code of -0 is the NaN, that code as an operand. Under stochastic rounding,
+which reads up to 32 discarded bits: mul, whose product is exact, add and sub in wider lanes with
+more guard bits, and fma (see fma); div and sqrt keep only a few guard bits and leave it to the
+general kernels. When ``ok`` is false the bits
 are meaningless and the caller must run the general kernel (arith.py) on that element; loops.py does
 so.
 
@@ -25,7 +29,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .core import INEXACT, SR, round_at
+from .core import IEEE, INEXACT, NAN_AT_NEGATIVE_ZERO, SR, bias_of, round_at
 
 # Guard bits kept below an addend's significand: a round bit and two more, the lowest of which
 # collects everything shifted out ("sticky"). Enough because the fast path only takes sums whose
@@ -89,7 +93,7 @@ def msb_index32(x):
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def add_normal(a, b, negate_b, ebits, fbits, rounding, word=u32, guard=GUARD, msb=msb_index32, random=0,
-               sr_bits=32, round_word=u32, subnormals=False, ftz=0, daz=0):
+               sr_bits=32, round_word=u32, subnormals=False, ftz=0, daz=0, encoding=IEEE):
     """a + b (or a - b with negate_b=1) of two normal numbers (or any two finite numbers: see
     ``subnormals``) -> (bits, flags, ok).
 
@@ -105,9 +109,12 @@ def add_normal(a, b, negate_b, ebits, fbits, rounding, word=u32, guard=GUARD, ms
     subnormal, and so is their sum), so nothing is rounded there, no flag is raised, and only
     ``ftz`` (flush such a result) and ``daz`` (read such an operand as zero) would change the
     answer: those cases are declined. The accumulating callers (reduce.py, matmul.py) leave it off.
+    Where the code of -0 is the NaN (``encoding``), an operand with that code is declined.
     """
     sign_shift = word(ebits + fbits)
     a = word(a)
+    nan_zero = word(1 << (ebits + fbits))
+    not_nan_zero = (a != nan_zero) & (word(b) != nan_zero)
     b = word(word(b) ^ word(negate_b << (ebits + fbits)))
     magnitude = word((1 << (ebits + fbits)) - 1)
     emask = word((1 << ebits) - 1)
@@ -133,6 +140,8 @@ def add_normal(a, b, negate_b, ebits, fbits, rounding, word=u32, guard=GUARD, ms
     total = word(sig_big - sig_small) if subtract else word(sig_big + sig_small)
     top = fbits + guard  # position of sig_big's leading bit
     ok = (e_big != emask) & (total != word(0))
+    if encoding & NAN_AT_NEGATIVE_ZERO:
+        ok &= not_nan_zero
     p = msb(word(total | word(total == word(0))))
     # Renormalise to the leading bit at `top`. Shifting down (a carry) jams the lost bit. Shifting
     # up is exact: by one place, because the subtraction of a jammed addend leaves every bit above
@@ -186,12 +195,12 @@ def pack_normal(sign, e_plus, e_minus, rounded, inexact, ok, ebits, fbits, word)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def mul_normal(a, b, ebits, fbits, rounding, random=0, sr_bits=32, word=np.int64):
+def mul_normal(a, b, ebits, fbits, rounding, random=0, sr_bits=32, word=np.int64, encoding=IEEE):
     """a * b of two normal numbers -> (bits, flags, ok). The product is exact, so stochastic
     rounding finds all its discarded bits here too. ``word``: int64, or uint32 when the product
     of two significands fits (fbits <= 15: fp16, bf16 and narrower), for twice the SIMD lanes and
     a multiplication AVX2 has (it has no 64-bit one)."""
-    bias = word((1 << (ebits - 1)) - 1)
+    bias = word(bias_of(ebits, encoding))
     sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(a, b, ebits, fbits, word)
     product = word(sig_a * sig_b)  # exact, < 2**(2*fbits+2)
     carry = word(product >> word(2 * fbits + 1))  # the product is in [2, 4)
@@ -202,7 +211,7 @@ def mul_normal(a, b, ebits, fbits, rounding, random=0, sr_bits=32, word=np.int64
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def div_normal(a, b, ebits, fbits, rounding):
+def div_normal(a, b, ebits, fbits, rounding, encoding=IEEE):
     """a / b of two normal numbers -> (bits, flags, ok). Formats up to 32 bits wide.
 
     The integer quotient and remainder are computed in float64 registers, because AVX2 has a
@@ -212,7 +221,7 @@ def div_normal(a, b, ebits, fbits, rounding):
     cross between the register kinds as int32s and stay float64s in them (AVX2 converts int32 <->
     float64 in SIMD lanes, not uint32 or int64).
     """
-    bias = u32((1 << (ebits - 1)) - 1)
+    bias = u32(bias_of(ebits, encoding))
     sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(a, b, ebits, fbits, u32)
     # sig_a * 2**extra / sig_b has fbits + 4 or 5 integer bits: the significand, a round bit and
     # two more; the remainder becomes the sticky bit. numerator < 2**(2*fbits + 5) <= 2**51.
@@ -228,10 +237,10 @@ def div_normal(a, b, ebits, fbits, rounding):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def as_float64(x, ebits, fbits):
+def as_float64(x, ebits, fbits, encoding=IEEE):
     """The value of a normal number of a format with ebits <= 8 and fbits <= 23 as a float64, built
     as the float32 of the same value (sign, rebased exponent, fraction moved up: exact)."""
-    bias = (1 << (ebits - 1)) - 1
+    bias = bias_of(ebits, encoding)
     x = u32(x)
     magnitude = u32(u32(u32(x & u32((1 << (ebits + fbits)) - 1)) << u32(23 - fbits)) + u32((127 - bias) << 23))
     return np.float64(bits_float(u32(magnitude | u32(u32(x >> u32(ebits + fbits)) << u32(31)))))
@@ -242,7 +251,7 @@ FMA_FLOAT64_SR_MAX_FRACTION_BITS = 20
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def fma_float64(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32):
+def fma_float64(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32, encoding=IEEE):
     """a * b + c of three normal numbers with one rounding -> (bits, flags, ok), in float64 lanes.
     Formats with ebits <= 8 and fbits <= 23 (their values are float32 normals).
 
@@ -259,28 +268,28 @@ def fma_float64(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32):
     AVX-512: fp32 1.4 against 2.2-2.5 ns; fp16 and bf16 no slower than in uint32 lanes.
     """
     emask = (1 << ebits) - 1
-    bias = emask >> 1
+    bias = bias_of(ebits, encoding)
     a, b, c = u32(a), u32(b), u32(c)
     # Exponent fields 1 .. emask - 1, one unsigned comparison each.
     ok = ((u32(u32(u32(a >> u32(fbits)) & u32(emask)) - u32(1)) < u32(emask - 1))
           & (u32(u32(u32(b >> u32(fbits)) & u32(emask)) - u32(1)) < u32(emask - 1))
           & (u32(u32(u32(c >> u32(fbits)) & u32(emask)) - u32(1)) < u32(emask - 1)))
-    product = as_float64(a, ebits, fbits) * as_float64(b, ebits, fbits)  # exact
-    y = as_float64(c, ebits, fbits)
+    product = as_float64(a, ebits, fbits, encoding) * as_float64(b, ebits, fbits, encoding)  # exact
+    y = as_float64(c, ebits, fbits, encoding)
     s = product + y
     # TwoSum (Knuth): e = product + y - s exactly, whichever is larger.
     y_part = s - product
     e = (product - (s - y_part)) + (y - y_part)
-    encoding = float_bits(s)
-    sign = np.int64(encoding >> u64(63))
-    m = np.int64(encoding & u64(0xFFFFFFFFFFFFF)) | np.int64(1 << 52)
+    s_bits = float_bits(s)
+    sign = np.int64(s_bits >> u64(63))
+    m = np.int64(s_bits & u64(0xFFFFFFFFFFFFF)) | np.int64(1 << 52)
     adds = (e > 0.0) if sign == 0 else (e < 0.0)  # e moves the magnitude up
     takes = (e < 0.0) if sign == 0 else (e > 0.0)
     half_ulps = 2 * m + np.int64(adds) - np.int64(takes)
     ok &= (s != 0.0) & ~((m == np.int64(1 << 52)) & takes)
     q, inexact = round_at(half_ulps, 53 - fbits, sign, rounding, random, sr_bits)
     # The exponent field of s's binade in the format: float64's, rebased.
-    e_res = np.int64(u64(encoding >> u64(52)) & u64(0x7FF)) - 1023 + bias
+    e_res = np.int64(u64(s_bits >> u64(52)) & u64(0x7FF)) - 1023 + bias
     encoded = ((e_res - 1) << fbits) + q  # a rounding carry bumps the exponent
     ok &= (e_res >= 1) & (encoded < (emask << fbits))
     return u32(u32(sign << (ebits + fbits)) | u32(encoded)), INEXACT * int(inexact), ok
@@ -293,7 +302,7 @@ FMA_TOP = 60
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def fma_normal(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32):
+def fma_normal(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32, encoding=IEEE):
     """a * b + c of three normal numbers with one rounding -> (bits, flags, ok), in uint64 lanes:
     for fp32 under stochastic rounding, which reads 32 discarded bits (fma_float64 serves the rest).
 
@@ -304,7 +313,7 @@ def fma_normal(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32):
     below it stay clear of bit 0. When nothing falls off the sum is exact, however deep the
     cancellation. Declined: what fma_float64 declines, but for the sums just below a power of two.
     """
-    bias = (1 << (ebits - 1)) - 1
+    bias = bias_of(ebits, encoding)
     top = FMA_TOP
     sign_shift = u64(ebits + fbits)
     emask = u64((1 << ebits) - 1)
@@ -350,7 +359,7 @@ def fma_normal(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def sqrt_normal(a, ebits, fbits, rounding):
+def sqrt_normal(a, ebits, fbits, rounding, encoding=IEEE):
     """sqrt(a) of a positive normal number -> (bits, flags, ok). Formats of up to 23 fraction bits.
 
     The radicand is the significand scaled to an integer n of 2*fbits + 5 or 6 bits (below 2**52,
@@ -361,7 +370,7 @@ def sqrt_normal(a, ebits, fbits, rounding):
     The root's square is exact in float64 too, which gives the sticky bit. Under stochastic
     rounding (32 more root bits) loops.py leaves sqrt to the general kernel.
     """
-    bias = (1 << (ebits - 1)) - 1
+    bias = bias_of(ebits, encoding)
     emask = u32((1 << ebits) - 1)
     fmask = u32((1 << fbits) - 1)
     a = u32(a)
@@ -385,7 +394,7 @@ def sqrt_normal(a, ebits, fbits, rounding):
 def add_stochastic(a, b, negate_b, options, random):
     """add_normal with room for stochastic rounding's 32 discarded bits (uint64 lanes)."""
     return add_normal(a, b, negate_b, options.exponent_bits, options.fraction_bits, SR, u64, SR_GUARD, msb_index64,
-                      random, options.sr_bits, np.int64, True, options.ftz, options.daz)
+                      random, options.sr_bits, np.int64, True, options.ftz, options.daz, options.encoding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -393,7 +402,7 @@ def add(a, b, options, random):
     if options.stochastic:  # a compile-time constant in every loop (loops.with_constants)
         return add_stochastic(a, b, 0, options, random)
     return add_normal(a, b, 0, options.exponent_bits, options.fraction_bits, options.rounding,
-                      subnormals=True, ftz=options.ftz, daz=options.daz)
+                      subnormals=True, ftz=options.ftz, daz=options.daz, encoding=options.encoding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -401,30 +410,31 @@ def sub(a, b, options, random):
     if options.stochastic:
         return add_stochastic(a, b, 1, options, random)
     return add_normal(a, b, 1, options.exponent_bits, options.fraction_bits, options.rounding,
-                      subnormals=True, ftz=options.ftz, daz=options.daz)
+                      subnormals=True, ftz=options.ftz, daz=options.daz, encoding=options.encoding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def mul(a, b, options, random):
     if options.fraction_bits <= 15:  # a compile-time constant in every loop
         return mul_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding, random, options.sr_bits,
-                          u32)
-    return mul_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding, random, options.sr_bits)
+                          u32, options.encoding)
+    return mul_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding, random, options.sr_bits,
+                      np.int64, options.encoding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def div(a, b, options, random):
-    return div_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding)
+    return div_normal(a, b, options.exponent_bits, options.fraction_bits, options.rounding, options.encoding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def fma(a, b, c, options, random):
     ebits, fbits = options.exponent_bits, options.fraction_bits
     if options.stochastic and fbits > FMA_FLOAT64_SR_MAX_FRACTION_BITS:  # compile-time constants in every loop
-        return fma_normal(a, b, c, ebits, fbits, SR, random, options.sr_bits)
-    return fma_float64(a, b, c, ebits, fbits, options.rounding, random, options.sr_bits)
+        return fma_normal(a, b, c, ebits, fbits, SR, random, options.sr_bits, options.encoding)
+    return fma_float64(a, b, c, ebits, fbits, options.rounding, random, options.sr_bits, options.encoding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def sqrt(a, options, random):
-    return sqrt_normal(a, options.exponent_bits, options.fraction_bits, options.rounding)
+    return sqrt_normal(a, options.exponent_bits, options.fraction_bits, options.rounding, options.encoding)

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from . import arith, convert, fast
-from .core import IEEE, RNE, SR, Options
+from .core import NO_SUBNORMALS, RNE, SIGNED, SR, Options
 
 NAMES = ("add", "sub", "mul", "div", "eq", "lt", "le", "fma", "sqrt", "convert", "from_int", "to_float64_bits")
 # A namedtuple, not a plain tuple: Numba types a plain tuple of functions as a tuple of function
@@ -57,6 +57,12 @@ def uses_defaults(options: Options) -> bool:
     # A stochastic loop folds in its rounding (SR) anyway: only the other defaults matter to it.
     names = DEFAULTS._fields[1:] if options.rounding == SR else DEFAULTS._fields
     return all(getattr(options, name) == getattr(DEFAULTS, name) for name in names)
+
+
+def fast_layout(fbits, encoding):
+    """Whether fast.py's kernels read the format: signed, with subnormals (so with a zero) and at
+    least one fraction bit; they decline its top binade and a NaN at -0's code themselves."""
+    return fbits >= 1 and bool(encoding & SIGNED) and not encoding & NO_SUBNORMALS
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -100,8 +106,7 @@ def make_loop(name, ebits, fbits, encoding=0, src_ebits=0, src_fbits=0, src_enco
     index = NAMES.index(name)
     arity = ARITY[name]
     fast = (name in FAST._fields and fbits <= FAST_MAX_FRACTION_BITS and ebits <= FAST_MAX_EXPONENT_BITS
-            # The fast kernels decode IEEE 754's layout only (formats.py's ieee_like formats)
-            and encoding == IEEE and (random_source == NO_RANDOM or name in FAST_STOCHASTIC))
+            and fast_layout(fbits, encoding) and (random_source == NO_RANDOM or name in FAST_STOCHASTIC))
     if fast:
         return make_fast_loop(index, FAST._fields.index(name), arity, ebits, fbits, encoding, defaults, keep_flags,
                               random_source)
