@@ -7,9 +7,9 @@ exact zero, whose sign depends on the mode). Then nothing that ftz, daz, tinines
 NaN profile change can apply, and the rounding mode acts only through ``core.round_at``, the one
 rounding decision. For every signed format with subnormals and fraction bits (loops.py sees to it):
 each kernel takes the format's packed properties ``encoding`` for its bias (one more in the FNUZ and
-P3109 formats), declines every operand and result in the top binade (IEEE 754's infinities and
-NaNs; elsewhere the NaN or infinity codes and some finite values, which the general kernel then
-rounds) and, where the code of -0 is the NaN, that code as an operand. Under stochastic rounding,
+P3109 formats) and its largest finite code: it declines every operand and result above it (IEEE
+754's top binade; elsewhere the NaN or infinity codes) and, where the code of -0 is the NaN, that
+code as an operand. Under stochastic rounding,
 which reads up to 32 discarded bits: mul, whose product is exact, add and sub in wider lanes with
 more guard bits, and fma (see fma); div and sqrt keep only a few guard bits and leave it to the
 general kernels. When ``ok`` is false the bits
@@ -29,7 +29,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .core import IEEE, INEXACT, NAN_AT_NEGATIVE_ZERO, SR, bias_of, round_at
+from .core import IEEE, INEXACT, NAN_AT_NEGATIVE_ZERO, SR, TOP_NANS_BINADE, bias_of, max_finite_bits, round_at
 
 # Guard bits kept below an addend's significand: a round bit and two more, the lowest of which
 # collects everything shifted out ("sticky"). Enough because the fast path only takes sums whose
@@ -92,6 +92,25 @@ def msb_index32(x):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
+def finite_limit(ebits, fbits, encoding, word):
+    """The first magnitude code above the largest finite value: IEEE 754's top binade, the code of
+    inf or of the first top NaN, or one beyond every code (a format with neither)."""
+    return word(max_finite_bits(0, ebits, fbits, encoding) + 1)
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def is_normal_finite(x, ebits, fbits, encoding, word):
+    """Whether the pattern x (its sign bit aside) is a normal number, not above the largest finite:
+    in IEEE 754's layout an exponent field of neither 0 nor all ones, else one unsigned comparison
+    of the magnitude."""
+    if encoding & TOP_NANS_BINADE:
+        e = word(word(x >> word(fbits)) & word((1 << ebits) - 1))
+        return (e != word(0)) & (e != word((1 << ebits) - 1))
+    magnitude = word(x & word((1 << (ebits + fbits)) - 1))
+    return word(magnitude - word(1 << fbits)) < word(finite_limit(ebits, fbits, encoding, word) - word(1 << fbits))
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
 def add_normal(a, b, negate_b, ebits, fbits, rounding, word=u32, guard=GUARD, msb=msb_index32, random=0,
                sr_bits=32, round_word=u32, subnormals=False, ftz=0, daz=0, encoding=IEEE):
     """a + b (or a - b with negate_b=1) of two normal numbers (or any two finite numbers: see
@@ -139,7 +158,9 @@ def add_normal(a, b, negate_b, ebits, fbits, rounding, word=u32, guard=GUARD, ms
     subtract = word(word(a ^ b) >> sign_shift)
     total = word(sig_big - sig_small) if subtract else word(sig_big + sig_small)
     top = fbits + guard  # position of sig_big's leading bit
-    ok = (e_big != emask) & (total != word(0))
+    limit = finite_limit(ebits, fbits, encoding, word)  # emask << fbits in IEEE 754's layout
+    ok = (e_big != emask) if encoding & TOP_NANS_BINADE else (big < limit)
+    ok &= total != word(0)
     if encoding & NAN_AT_NEGATIVE_ZERO:
         ok &= not_nan_zero
     p = msb(word(total | word(total == word(0))))
@@ -158,7 +179,7 @@ def add_normal(a, b, negate_b, ebits, fbits, rounding, word=u32, guard=GUARD, ms
     e_top = word(scale_big + p)
     e_res = word(max(e_top, word(top + 1)) - word(top)) if subnormals else word(e_top - word(top))
     encoded = word(word(word(e_res - word(1)) << word(fbits)) + word(q))  # a rounding carry bumps the exponent
-    ok &= encoded < word(emask << word(fbits))
+    ok &= encoded < limit
     if subnormals:
         ok &= (daz == 0) | ((e_small != word(0)) | (small == word(0))) & ((e_big != word(0)) | (big == word(0)))
         ok &= (ftz == 0) | (encoded >= word(1 << fbits))
@@ -168,7 +189,7 @@ def add_normal(a, b, negate_b, ebits, fbits, rounding, word=u32, guard=GUARD, ms
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def normal_operands(a, b, ebits, fbits, word):
+def normal_operands(a, b, ebits, fbits, word, encoding=IEEE):
     """What mul and div read from two operands: (sign of the result, exponent fields, significands
     with the implicit bit, ok), ok being False unless both are normal numbers; all ``word``s."""
     emask = word((1 << ebits) - 1)
@@ -178,19 +199,18 @@ def normal_operands(a, b, ebits, fbits, word):
     e_a = word(word(a >> word(fbits)) & emask)
     e_b = word(word(b >> word(fbits)) & emask)
     sign = word(word(word(a ^ b) >> word(ebits + fbits)) & word(1))
-    ok = (e_a != word(0)) & (e_a != emask) & (e_b != word(0)) & (e_b != emask)
+    ok = is_normal_finite(a, ebits, fbits, encoding, word) & is_normal_finite(b, ebits, fbits, encoding, word)
     return sign, e_a, e_b, word(word(a & fmask) | hidden), word(word(b & fmask) | hidden), ok
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def pack_normal(sign, e_plus, e_minus, rounded, inexact, ok, ebits, fbits, word):
+def pack_normal(sign, e_plus, e_minus, rounded, inexact, ok, ebits, fbits, word, encoding=IEEE):
     """(bits, flags, ok) of a rounded significand (implicit bit included) with biased exponent
     e_plus - e_minus (two non-negative ``word``s, so that an unsigned word cannot wrap unseen); ok
-    stays True only if the result is normal (a rounding carry bumps the exponent)."""
-    emask = word((1 << ebits) - 1)
+    stays True only if the result is normal and finite (a rounding carry bumps the exponent)."""
     e_res = word(e_plus - e_minus)  # meaningless unless e_plus > e_minus
     encoded = word(word(word(e_res - word(1)) << word(fbits)) + word(rounded))
-    ok &= (e_plus > e_minus) & (encoded < word(emask << word(fbits)))
+    ok &= (e_plus > e_minus) & (encoded < finite_limit(ebits, fbits, encoding, word))
     return word(word(sign << word(ebits + fbits)) | encoded), INEXACT * int(inexact), ok
 
 
@@ -201,13 +221,13 @@ def mul_normal(a, b, ebits, fbits, rounding, random=0, sr_bits=32, word=np.int64
     of two significands fits (fbits <= 15: fp16, bf16 and narrower), for twice the SIMD lanes and
     a multiplication AVX2 has (it has no 64-bit one)."""
     bias = word(bias_of(ebits, encoding))
-    sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(a, b, ebits, fbits, word)
+    sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(a, b, ebits, fbits, word, encoding)
     product = word(sig_a * sig_b)  # exact, < 2**(2*fbits+2)
     carry = word(product >> word(2 * fbits + 1))  # the product is in [2, 4)
     # Rounded at fbits + 1 places: a product in [1, 2) first moves up one (exact, and it keeps the
     # rounding point fixed, which spares round_at a per-element shift).
     q, inexact = round_at(word(product << word(word(1) - carry)), fbits + 1, sign, rounding, random, sr_bits, word)
-    return pack_normal(sign, word(word(e_a + e_b) + carry), bias, q, inexact, ok, ebits, fbits, word)
+    return pack_normal(sign, word(word(e_a + e_b) + carry), bias, q, inexact, ok, ebits, fbits, word, encoding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -222,7 +242,7 @@ def div_normal(a, b, ebits, fbits, rounding, encoding=IEEE):
     float64 in SIMD lanes, not uint32 or int64).
     """
     bias = u32(bias_of(ebits, encoding))
-    sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(a, b, ebits, fbits, u32)
+    sign, e_a, e_b, sig_a, sig_b, ok = normal_operands(a, b, ebits, fbits, u32, encoding)
     # sig_a * 2**extra / sig_b has fbits + 4 or 5 integer bits: the significand, a round bit and
     # two more; the remainder becomes the sticky bit. numerator < 2**(2*fbits + 5) <= 2**51.
     extra = fbits + 4
@@ -233,7 +253,8 @@ def div_normal(a, b, ebits, fbits, rounding, encoding=IEEE):
     q = u32(u32(np.int32(quotient)) | u32(remainder != 0))  # below 2**(fbits + 5)
     carry = u32(sig_a >= sig_b)  # the quotient's leading bit is one place up
     rounded, inexact = round_at(u32(q << u32(u32(1) - carry)), 4, sign, rounding, 0, 32, u32)  # as in mul_normal
-    return pack_normal(sign, u32(u32(e_a + bias) + carry), u32(e_b + u32(1)), rounded, inexact, ok, ebits, fbits, u32)
+    return pack_normal(sign, u32(u32(e_a + bias) + carry), u32(e_b + u32(1)), rounded, inexact, ok, ebits, fbits, u32,
+                       encoding)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -270,10 +291,13 @@ def fma_float64(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32, encoding=
     emask = (1 << ebits) - 1
     bias = bias_of(ebits, encoding)
     a, b, c = u32(a), u32(b), u32(c)
-    # Exponent fields 1 .. emask - 1, one unsigned comparison each.
-    ok = ((u32(u32(u32(a >> u32(fbits)) & u32(emask)) - u32(1)) < u32(emask - 1))
-          & (u32(u32(u32(b >> u32(fbits)) & u32(emask)) - u32(1)) < u32(emask - 1))
-          & (u32(u32(u32(c >> u32(fbits)) & u32(emask)) - u32(1)) < u32(emask - 1)))
+    if encoding & TOP_NANS_BINADE:  # exponent fields 1 .. emask - 1, one unsigned comparison each
+        ok = ((u32(u32(u32(a >> u32(fbits)) & u32(emask)) - u32(1)) < u32(emask - 1))
+              & (u32(u32(u32(b >> u32(fbits)) & u32(emask)) - u32(1)) < u32(emask - 1))
+              & (u32(u32(u32(c >> u32(fbits)) & u32(emask)) - u32(1)) < u32(emask - 1)))
+    else:
+        ok = (is_normal_finite(a, ebits, fbits, encoding, u32) & is_normal_finite(b, ebits, fbits, encoding, u32)
+              & is_normal_finite(c, ebits, fbits, encoding, u32))
     product = as_float64(a, ebits, fbits, encoding) * as_float64(b, ebits, fbits, encoding)  # exact
     y = as_float64(c, ebits, fbits, encoding)
     s = product + y
@@ -291,7 +315,7 @@ def fma_float64(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32, encoding=
     # The exponent field of s's binade in the format: float64's, rebased.
     e_res = np.int64(u64(s_bits >> u64(52)) & u64(0x7FF)) - 1023 + bias
     encoded = ((e_res - 1) << fbits) + q  # a rounding carry bumps the exponent
-    ok &= (e_res >= 1) & (encoded < (emask << fbits))
+    ok &= (e_res >= 1) & (encoded < np.int64(finite_limit(ebits, fbits, encoding, u32)))
     return u32(u32(sign << (ebits + fbits)) | u32(encoded)), INEXACT * int(inexact), ok
 
 
@@ -323,7 +347,8 @@ def fma_normal(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32, encoding=I
     e_a = u64(u64(a >> u64(fbits)) & emask)
     e_b = u64(u64(b >> u64(fbits)) & emask)
     e_c = u64(u64(c >> u64(fbits)) & emask)
-    ok = (e_a != u64(0)) & (e_a != emask) & (e_b != u64(0)) & (e_b != emask) & (e_c != u64(0)) & (e_c != emask)
+    ok = (is_normal_finite(a, ebits, fbits, encoding, u64) & is_normal_finite(b, ebits, fbits, encoding, u64)
+          & is_normal_finite(c, ebits, fbits, encoding, u64))
     sign_p = u64(u64(u64(a ^ b) >> sign_shift) & u64(1))
     sign_c = u64(u64(c >> sign_shift) & u64(1))
     product = u64(u64(u64(a & fmask) | hidden) * u64(u64(b & fmask) | hidden))
@@ -354,7 +379,7 @@ def fma_normal(a, b, c, ebits, fbits, rounding, random=0, sr_bits=32, encoding=I
     ok &= u64(exp_top + p) > u64(top + bias)
     e_res = u64(u64(exp_top + p) - u64(top + bias))
     encoded = u64(u64(u64(e_res - u64(1)) << u64(fbits)) + u64(q))  # a rounding carry bumps the exponent
-    ok &= encoded < u64(emask << u64(fbits))
+    ok &= encoded < finite_limit(ebits, fbits, encoding, u64)
     return u64(u64(sign << sign_shift) | encoded), INEXACT * int(inexact), ok
 
 
@@ -375,7 +400,7 @@ def sqrt_normal(a, ebits, fbits, rounding, encoding=IEEE):
     fmask = u32((1 << fbits) - 1)
     a = u32(a)
     e_a = u32(u32(a >> u32(fbits)) & emask)
-    ok = (e_a != u32(0)) & (e_a != emask) & (u32(a >> u32(ebits + fbits)) == u32(0))
+    ok = is_normal_finite(a, ebits, fbits, encoding, u32) & (u32(a >> u32(ebits + fbits)) == u32(0))
     odd = u32(u32(e_a + u32(bias)) & u32(1))  # parity of the unbiased exponent e_a - bias
     # n = significand << (fbits + 4 + odd), built in float64 (a multiplication by a power of two).
     # Integers cross between the register kinds as int32s and stay float64s in them: AVX2 converts
