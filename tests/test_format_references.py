@@ -20,6 +20,7 @@ formats) and prints each difference.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import re
 from pathlib import Path
 
@@ -29,26 +30,19 @@ import pytest
 import softfloat16 as sf
 from softfloat16.formats import Format, p3109_formats
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "formats-spec.md"
-SHARED = ("fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp6_e2m3", "fp6_e3m2", "fp4_e2m1", "e8m0")
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "formats-spec.md"
+# The bench's tables and helpers: the formats we share with the references (SHARED), gfloat's
+# descriptions of ours (GFLOAT_INFOS, gfloat_info), ml_dtypes' other dtypes as Formats of our
+# properties (ML_DTYPES_OTHERS) and the conversion probes.
+_spec = importlib.util.spec_from_file_location("format_references", ROOT / "bench" / "format_references.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+SHARED, ML_DTYPES_OTHERS = bench.SHARED, bench.ML_DTYPES_OTHERS
 REFERENCES = ("ml_dtypes", "torch", "gfloat", "softfloat16")
 NONE, ERROR = "—", "error"  # no such conversion in this reference; the reference raises
 FLAG_NAMES = ("INEXACT", "UNDERFLOW", "OVERFLOW", "DIVIDE_BY_ZERO", "INVALID")
 F32_NAN_MASK, F32_SIGN = 0x7FFFFFFF, 0x80000000
-# gfloat's descriptions of our formats. It has no FNUZ description: its P3109 binary8p4 and binary8p3,
-# signed and finite, are the FNUZ encodings (docs/formats-spec.md).
-GFLOAT_INFOS = {"fp8_e4m3fn": "format_info_ocp_e4m3", "fp8_e5m2": "format_info_ocp_e5m2",
-                "fp6_e2m3": "format_info_ocp_e2m3", "fp6_e3m2": "format_info_ocp_e3m2",
-                "fp4_e2m1": "format_info_ocp_e2m1", "e8m0": "format_info_ocp_e8m0"}
-# ml_dtypes' dtypes that are not formats of ours, as Formats of our properties.
-ML_DTYPES_OTHERS = {
-    "float8_e4m3": {"exponent_bits": 4, "fraction_bits": 3},
-    "float8_e3m4": {"exponent_bits": 3, "fraction_bits": 4},
-    "float8_e4m3b11fnuz": {"exponent_bits": 4, "fraction_bits": 3, "infinities": False, "top_nans": "none",
-                           "nan_at_negative_zero": True, "bias": 11},
-    "float8_e5m3fnu": {"exponent_bits": 5, "fraction_bits": 3, "signed": False, "infinities": False,
-                       "top_nans": "one", "bias": 15},
-}
 
 
 # --- the references, one adapter each: float32 bits in, a code (or NONE / ERROR) out -----------------
@@ -64,13 +58,8 @@ def _torch_dtype(fmt: Format):
 
 
 def _gfloat_info(fmt: Format):
-    formats = pytest.importorskip("gfloat.formats")
-    from gfloat.types import Domain, Signedness
-    if fmt.family == "p3109" or fmt.family == "fnuz":
-        return formats.format_info_p3109(fmt.width, fmt.precision,
-                                                Signedness.Signed if fmt.signed else Signedness.Unsigned,
-                                                Domain.Extended if fmt.infinities else Domain.Finite)
-    return getattr(formats, GFLOAT_INFOS[fmt.name])
+    pytest.importorskip("gfloat.formats")  # the submodule gfloat_info reads
+    return bench.gfloat_info(pytest.importorskip("gfloat"), fmt)
 
 
 def _f32(bits) -> np.ndarray:
@@ -231,18 +220,10 @@ def test_every_row_of_the_page_holds(reference):
 
 @functools.cache
 def probes(name: str, fmt: Format | None = None) -> np.ndarray:
-    """float32 bits to convert into a format: every positive value, every midpoint between
-    neighbours, each one float32 ulp up and down, beyond the largest, below the smallest, 0, inf and
+    """The bench's probes of a format (by name, once): float32 bits of every positive value, every
+    midpoint, each one float32 ulp up and down, beyond the largest, below the smallest, 0, inf and
     NaN; with both signs."""
-    fmt = fmt or sf.format(name)
-    values = fmt.to_float(np.arange(1 << fmt.width))
-    positive = np.unique(values[np.isfinite(values) & (values > 0)])
-    top, step = positive[-1], positive[-1] - positive[-2]
-    x = np.concatenate([positive, (positive[1:] + positive[:-1]) / 2,
-                        [top + step / 2, top + step, 4 * top, positive[0] / 2, positive[0] / 4]])
-    bits = x[x < 2.0**128].astype(np.float32).view(np.uint32)
-    bits = np.unique(np.concatenate([bits, bits + 1, bits - 1, [0, 0x7F800000, 0x7FC00000]]).astype(np.uint32))
-    return np.concatenate([bits, bits | np.uint32(F32_SIGN)])
+    return bench.probes(fmt or sf.format(name))
 
 
 def ours(fmt: Format, bits: np.ndarray, **options) -> np.ndarray:
