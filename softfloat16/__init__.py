@@ -14,15 +14,15 @@ from .ops import as_bits, convert
 from . import format_methods  # noqa: F401,E402  (attaches sf.fp16.add & co. to Format)
 from .profiles import PROFILES, NanProfile
 from .rounding import ROUNDING_NAMES, Rounding
-from . import exact, linalg, mx, packing, stochastic  # noqa: E402  (after the names they use)
+from . import exact, linalg, mma, mx, packing, stochastic  # noqa: E402  (after the names they use)
 from .threads import get_num_threads, set_num_threads
 
 __all__ = [
     "FORMATS", "Flag", "Format", "NanProfile", "PROFILES", "ROUNDING_NAMES", "Rounding", "get_num_threads",
     "set_num_threads",
     "as_bits", "bf16", "convert", "e8m0", "exact", "format", "fp4_e2m1", "fp6_e2m3", "fp6_e3m2", "fp8_e4m3fn",
-    "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz", "fp16", "fp32", "hex", "linalg", "mx", "packing", "stochastic", "tf32",
-    "tf32_fp32",
+    "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz", "fp16", "fp32", "hex", "linalg", "mma", "mx", "packing", "stochastic",
+    "tf32", "tf32_fp32",
 ]
 __version__ = "0.1.0"
 

@@ -1,0 +1,146 @@
+"""GPU matrix units, bit for bit: NVIDIA tensor cores (mma, wgmma, tcgen05.mma) and AMD matrix
+cores (mfma) of every generation from Volta and CDNA1 to Blackwell and CDNA3.
+
+Every instruction is one parameterisation (:class:`~softfloat16.mma_presets.Model`) of a fused
+dot-product-add: the products are exact; the hardware aligns them on the largest sum of the
+factors' exponents (a subnormal factor counts at its format's minimum exponent, a zero term at a
+fixed exponent), keeps a fixed number of bits below it, adds, and rounds once into the output; an
+instruction with a large k runs as several such steps, each one's result fed to the next as the
+accumulator. docs/hardware.md has the table of architectures, formats and rules.
+
+>>> import numpy as np, softfloat16 as sf
+>>> a = np.array([[0x3C00, 0x3C00, 0x3C00, 0x1400]], np.uint16)   # fp16: 1, 1, 1, 2**-10
+>>> b = np.array([[0x3C00], [0x3C00], [0x3C00], [0x3C00]], np.uint16)
+>>> hex(sf.mma.mma(a, b, None, "volta.mma.m8n8k4.f32.f16.f16.f32")[0, 0])     # 3 + 2**-10
+'0x40402000'
+>>> hex(sf.mma.mma(a, b, np.array([[0x5C000000]], np.uint32), "volta.mma.m8n8k4.f32.f16.f16.f32")[0, 0])
+'0x5c000000'
+"""
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+
+from softfloat16._kernels import mma as kernel
+from softfloat16.formats import FORMATS, Format, as_bits
+from softfloat16.mma_presets import PRESETS, Model, Preset, model_params
+
+__all__ = ["Model", "Preset", "mma", "preset", "presets"]
+
+# UE4M3 block scales: E4M3 patterns whose sign bit the unit ignores.
+_UE4M3 = "ue4m3"
+
+
+def presets(arch: str | None = None) -> tuple[str, ...]:
+    """Every preset name (of one architecture: ``"volta"`` ... ``"rtx_blackwell"``, ``"cdna1"`` ...)."""
+    if arch is None:
+        return tuple(PRESETS)
+    names = tuple(name for name, p in PRESETS.items() if p.arch == arch)
+    if not names:
+        raise ValueError(f"arch: expected one of {', '.join(sorted({p.arch for p in PRESETS.values()}))}, "
+                         f"got {arch!r}")
+    return names
+
+
+def preset(name: str | Preset) -> Preset:
+    """The :class:`Preset` of a name; an unknown name gets one line with the closest valid ones."""
+    if isinstance(name, Preset):
+        return name
+    found = PRESETS.get(name) if isinstance(name, str) else None
+    if found is None:
+        close = difflib.get_close_matches(str(name), PRESETS, n=5, cutoff=0.0)
+        raise ValueError(f"preset: unknown {name!r}; closest: {', '.join(close)} "
+                         f"(softfloat16.mma.presets() lists all {len(PRESETS)})")
+    return found
+
+
+def _layout(name: str) -> tuple[int, int, int, int, int]:
+    """The kernel's (ebits, fbits, encoding, shift, mask) of an operand format."""
+    fmt = _format(name)
+    mask = 0x7F if name == _UE4M3 else (1 << fmt.width) - 1
+    return fmt.exponent_bits, fmt.fraction_bits, fmt.encoding_code, fmt.storage_shift, mask
+
+
+def _format(name: str) -> Format:
+    return FORMATS["fp8_e4m3fn" if name == _UE4M3 else name]
+
+
+# Where the unit ignores bits, any pattern of the register's width is read: TF32 from FP32
+# registers (the low 13 bits ignored), UE4M3 from bytes (the sign bit ignored).
+_REGISTER = {"tf32_fp32": "fp32", _UE4M3: "fp8_e4m3fn"}
+
+
+def _bits(x, name: str, arg: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """A 2-D int64 array of patterns of format ``name`` (sf.as_bits reads them: integers, or floats
+    of the format's own dtype); anything else gets one line naming the argument."""
+    arr = as_bits(x, FORMATS[_REGISTER.get(name, name)], arg)
+    if arr.ndim != 2:
+        raise ValueError(f"{arg}: expected a 2-D array, got shape {arr.shape}")
+    if shape is not None and arr.shape != shape:
+        raise ValueError(f"{arg}: expected shape {shape}, got {arr.shape}")
+    return arr.astype(np.int64)
+
+
+def _decoded(bits: np.ndarray, name: str) -> tuple:
+    flat = np.ascontiguousarray(bits).ravel()
+    out = (np.empty(flat.size, np.int8), np.empty(flat.size, np.int8), np.empty(flat.size, np.int64),
+           np.empty(flat.size, np.int64), np.empty(flat.size, np.int64))
+    kernel.decode(flat, _layout(name), *out)
+    return tuple(x.reshape(bits.shape) for x in out)
+
+
+def _check_types(p: Preset, a_format, b_format) -> None:
+    for arg, given, want in (("a_format", a_format, p.a), ("b_format", b_format, p.b)):
+        if given is not None and _format(want) is not FORMATS.get(getattr(given, "name", given), None):
+            raise ValueError(f"{arg}: {p.name} takes {want} operands, got {given!r}")
+
+
+def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_format=None,
+        b_format=None) -> np.ndarray:
+    """D = A @ B + C as the instruction computes it, chained over K as a kernel does.
+
+    - ``a`` (M, K), ``b`` (K, N): bit patterns of the preset's input formats, one value per element
+      (FP4 and FP6 unpacked, in the low bits); TF32 operands are FP32 patterns whose low 13 bits are
+      ignored, as the hardware ignores them. Float arrays of the format's own dtype are read as bits.
+    - ``c`` (M, N): bits of the preset's C format, or None for +0.
+    - ``scale_a`` (M, K // block), ``scale_b`` (K // block, N): the scale patterns of a
+      block-scaled preset (E8M0, or UE4M3: E4M3 with the sign bit ignored).
+    - ``a_format`` / ``b_format``: optional, checked against what the instruction takes.
+
+    Any M and N. K is chained in the instruction's k: each instruction's D is the next one's C.
+    K that is not a multiple of k is padded with zero products, as a kernel pads its last tile
+    (block-scaled presets need whole instructions). Returns D's bits (uint32 for FP32, uint16 for
+    FP16).
+    """
+    p = preset(preset_name)
+    _check_types(p, a_format, b_format)
+    a = _bits(a, p.a, "a")
+    b = _bits(b, p.b, "b")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a, b: shapes {a.shape} and {b.shape} do not chain (a's columns must equal b's rows)")
+    rows, k, cols = a.shape[0], a.shape[1], b.shape[1]
+    if k == 0:
+        raise ValueError("a, b: K is 0: an instruction needs at least one product")
+    scaled = p.scale is not None
+    if scaled != (scale_a is not None) or scaled != (scale_b is not None):
+        need = f"scale_a and scale_b ({p.scale} patterns, one per {p.block} elements of K)" if scaled else "no scales"
+        raise ValueError(f"scale_a, scale_b: {p.name} takes {need}")
+    if k % p.k:
+        if scaled:
+            raise ValueError(f"a, b: K = {k} is not a multiple of {p.name}'s k = {p.k} (block-scaled presets "
+                             "take whole instructions)")
+        pad = p.k - k % p.k
+        a = np.concatenate([a, np.zeros((rows, pad), np.int64)], axis=1)
+        b = np.concatenate([b, np.zeros((pad, cols), np.int64)], axis=0)
+        k += pad
+    c_bits = np.zeros((rows, cols), np.int64) if c is None else _bits(c, p.c, "c", (rows, cols))
+    if scaled:
+        sa = _decoded(_bits(scale_a, p.scale, "scale_a", (rows, k // p.block)), p.scale)
+        sb = _decoded(_bits(scale_b, p.scale, "scale_b", (k // p.block, cols)).T, p.scale)
+    else:
+        sa = sb = _decoded(np.zeros((1, 1), np.int64), p.a)
+    out = np.empty((rows, cols), np.int64)
+    kernel.mma_gemm(_decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b), c_bits, c is not None,
+                    _layout(p.c), _layout(p.d), sa, sb, out, model_params(p.model, p.block))
+    return out.astype(FORMATS[p.d].dtype)
