@@ -24,6 +24,7 @@ import numpy as np
 
 from softfloat16._kernels import mma as kernel
 from softfloat16.formats import FORMATS, Format, as_bits
+from softfloat16.formats import format as parse_format
 from softfloat16.mma_presets import PRESETS, Model, Preset, model_params
 
 __all__ = ["Model", "Preset", "mma", "preset", "presets"]
@@ -92,7 +93,7 @@ def _decoded(bits: np.ndarray, name: str) -> tuple:
 
 def _check_types(p: Preset, a_format, b_format) -> None:
     for arg, given, want in (("a_format", a_format, p.a), ("b_format", b_format, p.b)):
-        if given is not None and _format(want) is not FORMATS.get(getattr(given, "name", given), None):
+        if given is not None and _format(want) is not parse_format(given):
             raise ValueError(f"{arg}: {p.name} takes {want} operands, got {given!r}")
 
 
