@@ -19,6 +19,7 @@ import numpy as np
 from ._kernels import matmul as kernels
 from ._kernels import matmul_lanes
 from ._kernels.loops import FAST_MAX_FRACTION_BITS
+from . import mma
 from .formats import Format, bf16, fp16, fp32
 from .formats import format as parse_format
 from .ops import as_bits, convert
@@ -135,6 +136,24 @@ def _common_format(a: Format, b: Format) -> Format | None:
     return None
 
 
+def _matmul_instruction(a, b, fmt: Format, b_format: Format, accumulate: Format, out_format: Format, rounding: str,
+                        p: mma.Preset, split_k: int | None, promote_every: int | None) -> np.ndarray:
+    """matmul on a GPU instruction preset (softfloat16.mma.gemm), then one rounding to out_format."""
+    for name, given, want in (("fmt", fmt, p.a), ("b_format", b_format, p.b)):
+        if given is not parse_format(want):
+            raise ValueError(f"{name}: {p.name} takes {want} operands, got {given.name}")
+    promoted = split_k not in (None, 1) or promote_every is not None
+    acc = fp32 if promoted else parse_format(p.d)
+    if accumulate is not acc:
+        raise ValueError(f"accumulate: {p.name} accumulates in {acc.name}"
+                         f"{' (split_k / promote_every reduce in fp32)' if promoted else ''}; pass accumulate="
+                         f"'{acc.name}'")
+    bits = mma.gemm(a, b, p, split_k=1 if split_k is None else split_k, promote_every=promote_every)
+    if out_format is acc:
+        return bits
+    return np.asarray(convert(bits, src=acc, dst=out_format, rounding=rounding))
+
+
 def _matrix(x, fmt: Format, name: str) -> np.ndarray:
     bits = as_bits(x, fmt, name)
     if bits.ndim != 2:
@@ -153,6 +172,8 @@ def matmul(
     tensor_core: TensorCore | str = "h100",
     *,
     b_format: Format | str | None = None,
+    split_k: int | None = None,
+    promote_every: int | None = None,
 ) -> np.ndarray:
     """``a @ b`` for bit patterns of ``fmt``: exact products, sums rounded in ``accumulate``.
 
@@ -168,6 +189,11 @@ def matmul(
     - ``order="tensorcore"``: blocks of products added as ``tensor_core`` (a :class:`TensorCore`
       or a preset name, default ``"h100"``) says, each block's sum rounded toward zero into
       ``accumulate``; ``rounding`` then applies only to the final conversion to ``out_format``.
+      ``tensor_core`` may also name a GPU instruction (``softfloat16.mma.presets()``, e.g.
+      ``"hopper.wgmma.m64n8k32.f32.e4m3.e4m3"``): the GEMM is then that instruction chained over K
+      exactly as the hardware computes it (``softfloat16.mma.gemm``), with the kernel options
+      ``split_k`` and ``promote_every``; ``fmt``/``b_format`` must be the instruction's input
+      formats and ``accumulate`` its D format (FP32 with ``split_k``/``promote_every``).
 
     Every addition is rounded once to ``accumulate`` with ``rounding``; the sum is then rounded
     once to ``out_format`` with the same mode. Products are exact for every format of at most 24
@@ -194,6 +220,14 @@ def matmul(
     b_format = fmt if b_format is None else parse_format(b_format)
     accumulate = parse_format(accumulate)
     out_format = fmt if out_format is None else parse_format(out_format)
+    if order == "tensorcore" and isinstance(tensor_core, (str, mma.Preset)) and (
+            isinstance(tensor_core, mma.Preset) or tensor_core.lower() not in TENSOR_CORES):
+        return _matmul_instruction(a, b, fmt, b_format, accumulate, out_format, rounding, mma.preset(tensor_core),
+                                   split_k, promote_every)
+    for name, value in (("split_k", split_k), ("promote_every", promote_every)):
+        if value is not None:
+            raise ValueError(f"{name}: only a GPU instruction preset (order='tensorcore', tensor_core=a name of "
+                             "softfloat16.mma.presets()) takes it")
     if order not in ORDERS:
         raise ValueError(f"order: unknown accumulation order {order!r}; accepted: {', '.join(ORDERS)}")
     mode = int(parse_rounding(rounding))

@@ -26,8 +26,9 @@ from softfloat16._kernels import mma as kernel
 from softfloat16.formats import FORMATS, Format, as_bits
 from softfloat16.formats import format as parse_format
 from softfloat16.mma_presets import PRESETS, Model, Preset, model_params
+from softfloat16.ops import binary, convert
 
-__all__ = ["Model", "Preset", "mma", "preset", "presets"]
+__all__ = ["PRESETS", "Model", "Preset", "gemm", "mma", "preset", "presets"]
 
 # UE4M3 block scales: E4M3 patterns whose sign bit the unit ignores.
 _UE4M3 = "ue4m3"
@@ -145,3 +146,62 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     kernel.mma_gemm(_decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b), c_bits, c is not None,
                     _layout(p.c), _layout(p.d), sa, sb, out, model_params(p.model, p.block))
     return out.astype(FORMATS[p.d].dtype)
+
+
+def _positive(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def gemm(a, b, preset_name: str | Preset, c=None, *, split_k: int = 1, promote_every: int | None = None,
+         scale_a=None, scale_b=None) -> np.ndarray:
+    """A GEMM kernel's D = A @ B (+ C) on the instruction, with the two options kernels add on top.
+
+    - ``promote_every=N`` (a multiple of the instruction's k): the tensor-core accumulator starts
+      from +0 for every N elements of K and each such partial D is added into an FP32 register
+      outside the tensor core (one FP32 addition, round to nearest even), in k order: the
+      promotion of DeepSeek-V3's FP8 GEMMs (N = 128).
+    - ``split_k=S``: K is cut into S contiguous parts of equal length (whole instructions; the
+      last may be shorter), each computed alone from C = +0; the S partials are then added in FP32
+      in part order, ``((p_0 + p_1) + p_2) + ...`` (round to nearest even), then C, as a split-K
+      kernel's reduction does.
+
+    Without either option this is :func:`mma`. With one, the result is FP32 bits (an FP16 partial
+    is exact in FP32) and C, given, is added last in FP32.
+    """
+    p = preset(preset_name)
+    split_k = _positive(split_k, "split_k")
+    if promote_every is not None:
+        promote_every = _positive(promote_every, "promote_every")
+        if promote_every % p.k or (p.scale is not None and promote_every % p.block):
+            raise ValueError(f"promote_every: {promote_every} is not a multiple of {p.name}'s k = {p.k}")
+    if split_k == 1 and promote_every is None:
+        return mma(a, b, c, p, scale_a=scale_a, scale_b=scale_b)
+    a = _bits(a, p.a, "a")
+    b = _bits(b, p.b, "b")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a, b: shapes {a.shape} and {b.shape} do not chain (a's columns must equal b's rows)")
+    k = a.shape[1]
+    instructions = -(-k // p.k)
+    if split_k > instructions:
+        raise ValueError(f"split_k: {split_k} parts of K = {k} leave some without an instruction "
+                         f"(at most {instructions})")
+    part = -(-instructions // split_k) * p.k
+    total = None
+    for start in range(0, k, part):
+        partial = None
+        step = promote_every or part
+        for lo in range(start, min(start + part, k), step):
+            hi = min(lo + step, start + part, k)
+            sa = None if scale_a is None else np.asarray(scale_a)[:, lo // p.block: -(-hi // p.block)]
+            sb = None if scale_b is None else np.asarray(scale_b)[lo // p.block: -(-hi // p.block)]
+            d = mma(a[:, lo:hi], b[lo:hi], None, p, scale_a=sa, scale_b=sb)
+            d = np.asarray(convert(d, src=p.d, dst="fp32")) if p.d != "fp32" else d
+            partial = d if partial is None else np.asarray(binary("add", "fp32", partial, d))
+        total = partial if total is None else np.asarray(binary("add", "fp32", total, partial))
+    if c is not None:
+        c = _bits(c, p.c, "c", total.shape)
+        c = np.asarray(convert(c.astype(FORMATS[p.c].dtype), src=p.c, dst="fp32")) if p.c != "fp32" else c
+        total = np.asarray(binary("add", "fp32", total, c.astype(np.uint32)))
+    return total.astype(np.uint32)

@@ -199,3 +199,58 @@ def test_bad_input_one_line_each():
     with pytest.raises(ValueError, match="not a multiple of"):
         sf.mma.mma(a8[:, :16], b8[:16], None, scaled, scale_a=np.zeros((2, 0), np.uint8),
                    scale_b=np.zeros((0, 3), np.uint8))
+
+
+# --- the GEMM level: promotion, split-K, linalg.matmul and the torch mode --------------------------
+def _fp32_sequential_sum(parts):
+    """((p_0 + p_1) + p_2) + ... in numpy float32 (hardware round to nearest even)."""
+    total = parts[0].view(np.float32).copy()
+    for part in parts[1:]:
+        total = (total + part.view(np.float32)).astype(np.float32)
+    return total.view(np.uint32)
+
+
+def test_promotion_and_split_k_add_partials_in_fp32():
+    p = PRESETS["hopper.wgmma.m64n8k32.f32.e4m3.e5m2"]
+    a, b, _, _, _ = random_operands(p, 4, 6, 512, "near_one", seed=2)
+    chunks = [sf.mma.mma(a[:, lo:lo + 128], b[lo:lo + 128], None, p) for lo in range(0, 512, 128)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert np.array_equal(sf.mma.gemm(a, b, p, promote_every=128), _fp32_sequential_sum(chunks))
+        halves = [sf.mma.mma(a[:, lo:lo + 256], b[lo:lo + 256], None, p) for lo in (0, 256)]
+        assert np.array_equal(sf.mma.gemm(a, b, p, split_k=2), _fp32_sequential_sum(halves))
+    assert not np.array_equal(sf.mma.gemm(a, b, p), sf.mma.gemm(a, b, p, promote_every=128))
+    with pytest.raises(ValueError, match="promote_every: 100 is not a multiple"):
+        sf.mma.gemm(a, b, p, promote_every=100)
+    with pytest.raises(ValueError, match="split_k: expected a positive integer"):
+        sf.mma.gemm(a, b, p, split_k=0)
+
+
+def test_linalg_matmul_takes_instruction_presets():
+    name = "ampere.mma.m16n8k16.f32.bf16.bf16.f32"
+    a, b, _, _, _ = random_operands(PRESETS[name], 3, 4, 64, "mixed", seed=4)
+    d = sf.linalg.matmul(a, b, "bf16", out_format="fp32", order="tensorcore", tensor_core=name)
+    assert np.array_equal(d, sf.mma.mma(a, b, None, name))
+    d16 = sf.linalg.matmul(a, b, "bf16", order="tensorcore", tensor_core=name, rounding="rtz")
+    assert np.array_equal(d16, sf.convert(d, src="fp32", dst="bf16", rounding="rtz"))
+    with pytest.raises(ValueError, match="fmt: .* takes bf16 operands, got fp16"):
+        sf.linalg.matmul(a, b, "fp16", order="tensorcore", tensor_core=name)
+    with pytest.raises(ValueError, match="accumulate: .* accumulates in fp32"):
+        sf.linalg.matmul(a, b, "bf16", accumulate="bf16", order="tensorcore", tensor_core=name)
+    with pytest.raises(ValueError, match="split_k: only a GPU instruction preset"):
+        sf.linalg.matmul(a, b, "bf16", split_k=2)
+    with pytest.raises(ValueError, match="unknown 'ampere.mma.m16n8k16.f32.bf16.bf16.f64'"):
+        sf.linalg.matmul(a, b, "bf16", order="tensorcore", tensor_core="ampere.mma.m16n8k16.f32.bf16.bf16.f64")
+
+
+def test_torch_mode_linear_on_a_preset():
+    torch = pytest.importorskip("torch")
+    from softfloat16.torch import emulate
+    name = "hopper.wgmma.m64n8k16.f32.f16.f16"
+    x = torch.randn(3, 32, dtype=torch.float16, generator=torch.Generator().manual_seed(0))
+    w = torch.randn(5, 32, dtype=torch.float16, generator=torch.Generator().manual_seed(1))
+    with emulate(order="tensorcore", tensor_core=name):
+        y = torch.nn.functional.linear(x, w)
+    d = sf.mma.mma(x.view(torch.int16).numpy().view(np.uint16), w.T.contiguous().view(torch.int16).numpy().view(
+        np.uint16), None, name)
+    want = sf.convert(d, src="fp32", dst="fp16")
+    assert np.array_equal(y.view(torch.int16).numpy().view(np.uint16), want)

@@ -63,9 +63,11 @@ class Machine:
         self.order = order
         if isinstance(tensor_core, str) and tensor_core.lower() in TENSOR_CORES:
             tensor_core = TENSOR_CORES[tensor_core.lower()]
-        if not isinstance(tensor_core, TensorCore):
-            raise ValueError(f"tensor_core: expected a TensorCore or one of {', '.join(TENSOR_CORES)}, "
-                             f"got {tensor_core!r}")
+        elif isinstance(tensor_core, str) and tensor_core in sf.mma.PRESETS:
+            pass  # a GPU instruction: softfloat16.mma
+        elif not isinstance(tensor_core, TensorCore):
+            raise ValueError(f"tensor_core: expected a TensorCore, one of {', '.join(TENSOR_CORES)} or a GPU "
+                             f"instruction of softfloat16.mma.presets(), got {tensor_core!r}")
         self.tensor_core = tensor_core
         self.nan = parse_profile(nan).name
         self.ftz = bool(ftz)

@@ -363,7 +363,8 @@ def machine_settings(mode: EmulationMode) -> dict[str, Any]:
     machine = mode.machine
     return {"rounding": machine.rounding, "accumulate": machine.accumulate.name, "order": machine.order,
             "nan": machine.nan, "ftz": machine.ftz, "seed": machine.seed,
-            "tensor_core": [machine.tensor_core.products_per_block, machine.tensor_core.fraction_bits],
+            "tensor_core": machine.tensor_core if isinstance(machine.tensor_core, str) else
+            [machine.tensor_core.products_per_block, machine.tensor_core.fraction_bits],
             "strict": mode.strict}
 
 
