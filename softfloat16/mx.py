@@ -29,7 +29,9 @@ from fractions import Fraction
 import numpy as np
 
 from ._kernels import blockscale, core
+from . import mma
 from .formats import FORMATS, Format, as_bits, format as parse_format
+from .ops import binary
 from .rounding import Rounding, parse_rounding
 from .stochastic import check_sr_bits, random_words, randomness
 
@@ -411,7 +413,8 @@ def _scale_table(scale_format: Format) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return np.abs(sig), exp + lowest, cls == core.NAN
 
 
-def matmul(a: MXTensor, b: MXTensor) -> np.ndarray:
+def matmul(a: MXTensor, b: MXTensor, preset: str | None = None, *, split_k: int = 1,
+           promote_every: int | None = None) -> np.ndarray:
     """Block-scaled matrix product of ``a`` (M, K), quantised along its last axis, and ``b`` (K, N),
     quantised along its first, with the same block size. The MX formats mix freely (E4M3 activations
     times E5M2 gradients, as FP8 training does: they share the E8M0 scale); nvfp4 meets only nvfp4.
@@ -429,6 +432,13 @@ def matmul(a: MXTensor, b: MXTensor) -> np.ndarray:
     >>> b = mx.quantize(np.array([[1.0], [1.0], [1.0], [0.5]]), "mxfp8_e4m3", axis=0, block_size=2)
     >>> mx.matmul(a, b).view(np.float32)
     array([[8.]], dtype=float32)
+
+    ``preset``: a block-scaled GPU instruction (``softfloat16.mma``, e.g.
+    ``"blackwell.tcgen05.m128n8k32.kind::mxf8f6f4.block32.f32.e4m3.e4m3.ue8m0"``, or an ``mxf4nvf4``
+    ``block16 ... ue4m3`` one for nvfp4): the product is then that instruction's, chained over K as
+    the hardware computes it (``softfloat16.mma.gemm``, which ``split_k`` and ``promote_every`` go to),
+    not the exact dequantised sums above; nvfp4's per-tensor factor is applied after it, the same one
+    FP32 multiplication. The element and scale formats and the block size must be the instruction's.
     """
     for name, q in (("a", a), ("b", b)):
         if not isinstance(q, MXTensor):
@@ -446,6 +456,10 @@ def matmul(a: MXTensor, b: MXTensor) -> np.ndarray:
         raise ValueError(f"b: block_size {b.block_size} differs from a's {a.block_size}")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"b: K = {b.shape[0]} (shape {b.shape}) differs from a's K = {a.shape[1]} (shape {a.shape})")
+    if preset is not None:
+        return _matmul_instruction(a, b, preset, split_k, promote_every)
+    if split_k != 1 or promote_every is not None:
+        raise ValueError("split_k, promote_every: only a GPU instruction (preset=...) takes them")
     sig, exp, cls, lowest = _element_table(a.element_format)
     b_sig, b_exp, b_cls, b_lowest = _element_table(b.element_format)
     scale_sig, scale_exp, scale_nan = _scale_table(a.scale_format)
@@ -460,3 +474,27 @@ def matmul(a: MXTensor, b: MXTensor) -> np.ndarray:
         scale_sig[b_scales], scale_exp[b_scales], scale_nan[b_scales],
         a.block_size, lowest + b_lowest, apply_tensor_scale, factor, out)
     return out
+
+
+def _matmul_instruction(a: MXTensor, b: MXTensor, name: str, split_k: int, promote_every: int | None) -> np.ndarray:
+    """matmul on a block-scaled instruction of softfloat16.mma."""
+    p = mma.preset(name)
+    if p.scale is None:
+        raise ValueError(f"preset: {p.name} is not block-scaled; multiply dequantised values with sf.mma.gemm")
+    for arg, q, want in (("a", a, p.a), ("b", b, p.b)):
+        got = getattr(q.element_format, "name", q.element_format)
+        if got != want:
+            raise ValueError(f"{arg}: {p.name} takes {want} elements, got {q.fmt} ({got})")
+    scale = "e8m0" if p.scale == "e8m0" else "fp8_e4m3fn"
+    if a.scale_format.name != scale:
+        raise ValueError(f"a: {p.name} takes {p.scale} scales, got {a.scale_format.name} ({a.fmt})")
+    if a.block_size != p.block:
+        raise ValueError(f"a: {p.name} takes blocks of {p.block}, got block_size={a.block_size}")
+    if a.shape[1] % p.k:
+        raise ValueError(f"a: K = {a.shape[1]} is not a multiple of {p.name}'s k = {p.k}")
+    out = mma.gemm(a.elements, b.elements, p, split_k=split_k, promote_every=promote_every, scale_a=a.scales,
+                   scale_b=b.scales)
+    if a.tensor_scale is not None:
+        factor = _fp32(_fp32_value(a.tensor_scale) * _fp32_value(b.tensor_scale))
+        out = np.asarray(binary("mul", "fp32", out, np.full(out.shape, factor, np.uint32)))
+    return out.astype(np.uint32)

@@ -254,3 +254,29 @@ def test_torch_mode_linear_on_a_preset():
         np.uint16), None, name)
     want = sf.convert(d, src="fp32", dst="fp16")
     assert np.array_equal(y.view(torch.int16).numpy().view(np.uint16), want)
+
+
+def test_mx_matmul_on_block_scaled_instructions():
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((5, 128)) * 2.0 ** rng.integers(-20, 20, (5, 1))).astype(np.float32)
+    w = rng.standard_normal((128, 3)).astype(np.float32)
+    a, b = sf.mx.quantize(x, "mxfp8_e4m3", axis=1), sf.mx.quantize(w, "mxfp8_e5m2", axis=0)
+    name = "blackwell.tcgen05.m128n8k32.kind::mxf8f6f4.block32.f32.e4m3.e5m2.ue8m0"
+    want = sf.mma.mma(a.elements, b.elements, None, name, scale_a=a.scales, scale_b=b.scales)
+    assert np.array_equal(sf.mx.matmul(a, b, name), want)
+    assert np.array_equal(sf.mx.matmul(a, b, name, promote_every=64),
+                          sf.mma.gemm(a.elements, b.elements, name, promote_every=64, scale_a=a.scales,
+                                      scale_b=b.scales))
+    a, b = sf.mx.quantize(x, "nvfp4", axis=1), sf.mx.quantize(w, "nvfp4", axis=0)
+    name = "blackwell.tcgen05.m128n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue4m3"
+    d = sf.mma.mma(a.elements, b.elements, None, name, scale_a=a.scales, scale_b=b.scales)
+    factor = np.float32(np.uint32(a.tensor_scale).view(np.float32)) * np.uint32(b.tensor_scale).view(np.float32)
+    assert np.array_equal(sf.mx.matmul(a, b, name).view(np.float32), d.view(np.float32) * factor)
+    with pytest.raises(ValueError, match="takes blocks of 32"):
+        sf.mx.matmul(sf.mx.quantize(x, "mxfp4_e2m1", axis=1, block_size=16),
+                     sf.mx.quantize(w, "mxfp4_e2m1", axis=0, block_size=16),
+                     "blackwell.tcgen05.m128n8k64.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0")
+    with pytest.raises(ValueError, match="not block-scaled"):
+        sf.mx.matmul(a, b, "hopper.wgmma.m64n8k32.f32.e4m3.e4m3")
+    with pytest.raises(ValueError, match="only a GPU instruction"):
+        sf.mx.matmul(a, b, split_k=2)
