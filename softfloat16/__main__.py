@@ -7,11 +7,13 @@
     python -m softfloat16 verify --format fp16 --op add --rounding rne --sample 1000000
     python -m softfloat16 verify --format fp8_e4m3fn --op div --rounding rup --exhaustive --saturate
     python -m softfloat16 verify --table --only fp8_e4m3fn --scheduler tcp://scheduler:8786
+    python -m softfloat16 verify-mma --only hopper --cases 10000 --checkpoint verify-mma.json
 
 Bit patterns: ``0x3c01`` is hexadecimal, ``0b0011110000000001`` binary, a bare number such as
 ``15360`` decimal (a note on stderr shows the other reading when the digits could be hex too).
 Usage errors (unknown format, rounding, op or profile, a bad bit pattern) print a message and
-exit with status 2, like argparse; ``verify`` exits 1 when it finds a mismatch. A closed pipe
+exit with status 2, like argparse; ``verify`` and ``verify-mma`` exit 1 when they find a mismatch
+(``verify-mma`` exits 2 with one line when MMA-Sim, its reference, is not installed). A closed pipe
 (``... | head -1``) ends the command quietly.
 """
 from __future__ import annotations
@@ -237,7 +239,7 @@ def explain(bits: int, fmt: Format) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m softfloat16", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,op,verify}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,op,verify,verify-mma}")
 
     p = sub.add_parser("explain", help="decode a bit pattern: fields, exact value, class, neighbours")
     p.add_argument("bits", type=_bits_arg, help=f"the bit pattern: {BITS_HELP} (e.g. 0x3c01)")
@@ -291,6 +293,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--strict-nan", action="store_true", help="compare NaNs bit for bit (ieee profile)")
     p.add_argument("--reference", choices=("auto", "hardware", "exact"),
                    help="auto: hardware floats for RNE where proven exact, else exact signs")
+    progress = p.add_mutually_exclusive_group()
+    progress.add_argument("--progress", action="store_true", default=None, help="show progress even if not a terminal")
+    progress.add_argument("--no-progress", dest="progress", action="store_false")
+
+    p = sub.add_parser("verify-mma", help="check softfloat16.mma's presets against MMA-Sim (the mmasim package)")
+    p.add_argument("--all", action="store_true",
+                   help="every preset name (default: one preset per distinct arithmetic configuration)")
+    p.add_argument("--only", action="append", metavar="WORD[,WORD]",
+                   help="only the presets whose name contains every WORD (hopper, wgmma, e4m3, block32, ...)")
+    p.add_argument("--cases", type=int, default=100_000, metavar="N", help="dot products per preset (default 100000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=None, metavar="K", help="processes (default: CPU count)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the chunks on a Dask cluster (tcp://host:8786; needs the dask extra)")
+    p.add_argument("--checkpoint", metavar="FILE", help="JSON file of finished chunks: resume from it")
     progress = p.add_mutually_exclusive_group()
     progress.add_argument("--progress", action="store_true", default=None, help="show progress even if not a terminal")
     progress.add_argument("--no-progress", dest="progress", action="store_false")
@@ -455,6 +472,36 @@ def _run_table(parser: argparse.ArgumentParser, args: argparse.Namespace, progre
     return 1 if result.mismatches else 0
 
 
+def _run_verify_mma(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .verify import SchedulerError
+    from .verify_mma import MmasimMissing, format_mma_table, select_presets, verify_mma
+    if args.cases <= 0:
+        parser.error(f"argument --cases: expected a positive number of dot products, got {args.cases}")
+    if args.workers is not None and args.workers < 1:
+        parser.error("argument --workers: expected a positive number")
+    if args.workers is not None and args.scheduler is not None:
+        parser.error("argument --workers: not allowed with --scheduler (the cluster's workers run the chunks)")
+    try:
+        names = select_presets(args.only or (), every=args.all)
+    except ValueError as error:
+        print(f"{parser.prog} verify-mma: error: argument --only: {str(error).removeprefix('only: ')}",
+              file=sys.stderr)
+        return 2
+    try:
+        summary = verify_mma(names, cases=args.cases, seed=args.seed, workers=args.workers, scheduler=args.scheduler,
+                             checkpoint=args.checkpoint,
+                             progress=sys.stderr.isatty() if args.progress is None else args.progress)
+    except (SchedulerError, ValueError, MmasimMissing) as error:  # one line, no usage text
+        print(f"{parser.prog} verify-mma: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted" + (f"; finished chunks are in {args.checkpoint}: run the same command to resume"
+                                 if args.checkpoint else ""), file=sys.stderr)
+        return 130
+    print(format_mma_table(summary))
+    return 1 if summary.mismatches else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -468,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "op":
         return _run_op(parser, args)
+    if args.command == "verify-mma":
+        return _run_verify_mma(parser, args)
     return _run_verify(parser, args)
 
 
