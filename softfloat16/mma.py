@@ -12,7 +12,7 @@ accumulator. docs/hardware.md has the table of architectures, formats and rules.
 >>> a = np.array([[0x3C00, 0x3C00, 0x3C00, 0x1400]], np.uint16)   # fp16: 1, 1, 1, 2**-10
 >>> b = np.array([[0x3C00], [0x3C00], [0x3C00], [0x3C00]], np.uint16)
 >>> hex(sf.mma.mma(a, b, None, "volta.mma.m8n8k4.f32.f16.f16.f32")[0, 0])     # 3 + 2**-10
-'0x40402000'
+'0x40401000'
 >>> hex(sf.mma.mma(a, b, np.array([[0x5C000000]], np.uint32), "volta.mma.m8n8k4.f32.f16.f16.f32")[0, 0])
 '0x5c000000'
 """
@@ -23,10 +23,12 @@ import difflib
 import numpy as np
 
 from softfloat16._kernels import mma as kernel
+from softfloat16._kernels import mma_lanes
 from softfloat16.formats import FORMATS, Format, as_bits
 from softfloat16.formats import format as parse_format
 from softfloat16.mma_presets import PRESETS, Model, Preset, model_params
 from softfloat16.ops import binary, convert
+from softfloat16.threads import numba_threads
 
 __all__ = ["PRESETS", "Model", "Preset", "gemm", "mma", "preset", "presets"]
 
@@ -143,8 +145,10 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     else:
         sa = sb = _decoded(np.zeros((1, 1), np.int64), p.a)
     out = np.empty((rows, cols), np.int64)
-    kernel.mma_gemm(_decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b), c_bits, c is not None,
-                    _layout(p.c), _layout(p.d), sa, sb, out, model_params(p.model, p.block))
+    numba_threads()  # sf.set_num_threads' count
+    # The truncating adders run in SIMD lanes (the same bits); the others in the scalar kernel.
+    mma_lanes.mma_gemm(_decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b), c_bits, c is not None,
+                       _layout(p.c), _layout(p.d), sa, sb, out, model_params(p.model, p.block))
     return out.astype(FORMATS[p.d].dtype)
 
 

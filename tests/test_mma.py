@@ -114,7 +114,8 @@ def _nvidia_rule(a, b, c, fmt_a, fmt_b, frac_bits, e_zero, step):
 
 @pytest.mark.parametrize("name, frac_bits, e_zero", [
     ("volta.mma.m8n8k4.f32.f16.f16.f32", 23, -131), ("ampere.mma.m16n8k16.f32.bf16.bf16.f32", 24, -132),
-    ("hopper.wgmma.m64n8k16.f32.f16.f16", 25, -133), ("blackwell.tcgen05.m64n8k32.kind::f8f6f4.f32.e2m3.e5m2", 25, -133),
+    ("hopper.wgmma.m64n8k16.f32.f16.f16", 25, -133),
+    ("blackwell.tcgen05.m64n8k32.kind::f8f6f4.f32.e2m3.e5m2", 25, -133),
 ])
 def test_nvidia_rule_exact_model(name, frac_bits, e_zero):
     p = PRESETS[name]

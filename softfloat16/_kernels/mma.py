@@ -52,10 +52,11 @@ def decode_one(bits, fmt):
     return cls, sign, 1 - bias_of(ebits, encoding), 0, 0  # a zero sits at the minimum exponent
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def decode(bits, fmt, cls, sign, e, q, m):
-    """decode_one over a flat array into five arrays."""
-    for t in prange(bits.shape[0]):
+    """decode_one over a flat array into five arrays (one thread: a pass over the operands is cheap
+    next to the GEMM, and starting threads costs more on small ones)."""
+    for t in range(bits.shape[0]):
         cls[t], sign[t], e[t], q[t], m[t] = decode_one(bits[t], fmt)
 
 

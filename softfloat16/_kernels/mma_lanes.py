@@ -1,0 +1,499 @@
+"""The matrix-unit adders that align and truncate (``ADD_TRUNCATED``, ``ADD_GROUPS``: NVIDIA;
+``ADD_C_APART``, ``ADD_C_APART_SPLIT``: AMD CDNA3; softfloat16._kernels.mma) in SIMD lanes of
+float64: LANES output elements of one row take each step together in straight-line loops, which
+LLVM vectorises. The bits are the scalar kernel's (mma.mma_gemm), element for element.
+
+An operand is held as its value (float64, exact) and its alignment exponent ``e`` (int32). A block
+scale of an ``ADD_TRUNCATED`` preset is folded into its operand: the value times the scale's, ``e``
+plus the scale's (a product's alignment exponent is the sum of its four). :func:`lanes_fit` checks
+that every product (one float64 multiplication) is exact and a normal number, between 2**-900 and
+2**900, so that each multiplication by a power of two is exact too, or below 2**-1022 gives a
+value below 1 where the exact one is below 1 too: np.trunc of a term is then always the
+adder's truncation toward zero. A step of one lane:
+
+- ``emax``: the largest of ``e_a + e_b`` over the products, of the accumulator's ``e`` and, when a
+  product or the accumulator is zero, of ``e_zero`` (a zero operand has ``e`` = NONE, far below
+  every real exponent, so its products take no part; per-step flags say where a zero is);
+- every term times 2**(F - emax), truncated: an integer below 2**(F + 2); their sum (at most
+  ``length + 1`` terms, whose bound lanes_fit checks against 2**53) is exact in float64;
+- the sum times 2**(emax - F), exact, is rounded into D (toward zero into FP32 or E8M13, to nearest
+  even into FP16) by scaling it to an integer at its quantum, np.trunc or np.rint, and scaling
+  back; a result of 2**128 (2**16 for FP16) or more is an infinity.
+
+The AMD adders (:func:`_c_apart_lanes`) take the same exact steps: the products truncated below
+their own maximum (zeros take no part), the sums and the accumulator rounded down (np.floor) to
+their quanta, the sum rounded down to ``frac_bits2`` bits and to nearest even into FP32, keeping
+the sign of a zero. A lane whose products may reach 2**128 (an infinity there) takes the scalar step.
+
+A NaN or infinity anywhere in a step (operands are flagged per row and step, and per column and
+step), and every later step of a lane whose accumulator is no longer finite, is computed by the
+scalar step (mma.step_truncated, mma.step_groups, mma.step_c_apart) from the accumulator's bits;
+the lanes compute meaningless values there, which are replaced. The bits depend on no thread
+count: each element is computed alone.
+"""
+import numpy as np
+from numba import njit, prange
+
+from .core import FINITE, IEEE, INF, NAN, ZERO
+from .fast import bits_float, float_bits
+from .mma import ADD_C_APART, ADD_C_APART_SPLIT, ADD_GROUPS, ADD_TRUNCATED, FP32_EMIN, OUT_RNE_FP16, OUT_RNE_FP32
+from .mma import OUT_RZ_E8M13, decode_one, mma_gemm as scalar_gemm, special_bits, step_c_apart, step_groups
+from .mma import step_truncated
+
+LANES = 64  # output elements of a row side by side (the columns of a tile)
+ROWS = 8  # rows of a tile: they share each step's lanes of B while those are in the L1 cache
+NONE = -(1 << 22)  # the exponent of a zero (or NaN, inf) operand: sums with it stay below NONE // 2
+NO_PART = -400  # the AMD adders' exponent of no product: below every product's and accumulator's
+LANE_ADDERS = (ADD_TRUNCATED, ADD_GROUPS, ADD_C_APART, ADD_C_APART_SPLIT)
+KEEP = 2  # a lane's step that leaves its NaN or infinite accumulator as it is (1: the scalar step's bits)
+u64 = np.uint64
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def pow2(n):
+    """2.0**n for -1022 <= n <= 1023 (built from its exponent field: exact, vectorisable)."""
+    return bits_float(u64(np.int64(n + 1023) << 52))
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def exponent(v):
+    """The unbiased exponent of a normal float64 (-1023 for zero)."""
+    return np.int64(u64(float_bits(v) >> u64(52)) & u64(0x7FF)) - 1023
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def value_bits(v, ebits, fbits):
+    """The bits of a finite float64 v that the IEEE format (ebits, fbits) represents exactly."""
+    encoding = float_bits(v)
+    sign = np.int64(encoding >> u64(63))
+    if v == 0.0:
+        return sign << (ebits + fbits)
+    e = exponent(v)
+    m = np.int64(encoding & u64((1 << 52) - 1)) | (1 << 52)
+    emin = 2 - (1 << (ebits - 1))
+    if e >= emin:
+        bits = ((e - emin + 1) << fbits) | ((m >> (52 - fbits)) & ((1 << fbits) - 1))
+    else:
+        bits = m >> (52 - fbits + emin - e)
+    return (sign << (ebits + fbits)) | bits
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def decoded_value(sign, q, m):
+    """(-1)**sign * m * 2**q as a float64 (exact: m < 2**53, q within float64's range)."""
+    v = np.float64(m) * pow2(q)
+    return -v if sign else v
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def prepare(x, s, length, block, fold, values, exps, zero, special):
+    """Lanes operands of one side from its decoded operands ``x`` (cls, sign, e, q, m), (n, K), and
+    decoded scales ``s`` (n, K // block; None-like (1, 1) when unscaled): ``values`` and ``exps``
+    (n, K) the float64 value and int32 alignment exponent (NONE for a zero, NaN or inf); ``zero``
+    and ``special`` (n, K // length): whether a step has a zero factor, a NaN or an infinity. With
+    ``fold`` the scales are folded in (a zero scale makes a zero factor); else only their NaN and
+    infinities are flagged. B's side is prepared as (N, K), then cut into tiles."""
+    cls, sign, e, q, m = x
+    scaled = block > 0
+    for i in prange(cls.shape[0]):
+        for step in range(cls.shape[1] // length):
+            any_zero = False
+            any_special = False
+            for t in range(step * length, (step + 1) * length):
+                c = cls[i, t]
+                value = decoded_value(sign[i, t], q[i, t], m[i, t])
+                ee = e[i, t]
+                if scaled:
+                    g = t // block
+                    cs = s[0][i, g]
+                    if cs == NAN or cs == INF:
+                        any_special = True
+                    elif fold:
+                        if cs == ZERO:
+                            c = ZERO if c == FINITE else c
+                        else:
+                            value *= decoded_value(s[1][i, g], s[3][i, g], s[4][i, g])
+                            ee += s[2][i, g]
+                if c == FINITE:
+                    values[i, t] = value
+                    exps[i, t] = ee
+                else:
+                    values[i, t] = 0.0
+                    exps[i, t] = NONE
+                    any_zero |= c == ZERO
+                    any_special |= c != ZERO
+            zero[i, step] = any_zero
+            special[i, step] = any_special
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def prepare_scales(s, values, exps, zero):
+    """A group adder's scales: value, alignment exponent and whether zero (NaN and inf: flagged by
+    :func:`prepare`, their lanes meaningless)."""
+    cls, sign, e, q, m = s
+    for i in prange(cls.shape[0]):
+        for g in range(cls.shape[1]):
+            finite = cls[i, g] == FINITE
+            values[i, g] = decoded_value(sign[i, g], q[i, g], m[i, g]) if finite else 0.0
+            exps[i, g] = e[i, g] if finite else NONE
+            zero[i, g] = not finite
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _scalar_step(a, b, sa, sb, params, i, j, step, c_bits, has_c, c_fmt, d_fmt, value, dead, dead_bits):
+    """The scalar kernel's step for one element, from the accumulator it would have had."""
+    length = params[1]
+    if step == 0:
+        c = decode_one(c_bits[i, j] if has_c else 0, c_fmt)
+    else:
+        c = decode_one(dead_bits if dead else value_bits(value, d_fmt[0], d_fmt[1]), d_fmt)
+    if params[0] == ADD_TRUNCATED:
+        return step_truncated(a, b, i, j, step * length, length, c, sa, sb, params)
+    if params[0] == ADD_GROUPS:
+        return step_groups(a, b, i, j, step * length, length, c, sa, sb, params)
+    return step_c_apart(a, b, i, j, step * length, length, c, params)
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _set_state(bits, d_fmt, e_zero, vc, ce, dead, dead_bits, r, w):
+    """A lane's accumulator from D bits: its value and exponent, or (not finite) the bits alone.
+    Returns 1 if the lane is now dead (not finite) and was not, -1 for the reverse, else 0."""
+    cls, sign, e, q, m = decode_one(bits, d_fmt)
+    was = dead[r, w]
+    if cls == FINITE or cls == ZERO:
+        vc[r, w] = decoded_value(sign, q, m) if cls == FINITE else (-0.0 if sign else 0.0)
+        ce[r, w] = e if cls == FINITE else e_zero
+        dead[r, w] = 0
+        return -int(was)
+    vc[r, w] = 0.0
+    ce[r, w] = e_zero
+    dead[r, w] = 1
+    dead_bits[r, w] = bits
+    return 1 - int(was)
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _exponent_max(em, ae, i, bet, t0, t1):
+    """em[w] = max(em[w], ae[i, t] + bet[t, w]) over t0 <= t < t1, four t at a time."""
+    end = t0 + (t1 - t0) // 4 * 4
+    for t in range(t0, end, 4):
+        x0, x1, x2, x3 = ae[i, t], ae[i, t + 1], ae[i, t + 2], ae[i, t + 3]
+        for w in range(LANES):
+            m01 = max(np.int32(x0 + bet[t, w]), np.int32(x1 + bet[t + 1, w]))
+            m23 = max(np.int32(x2 + bet[t + 2, w]), np.int32(x3 + bet[t + 3, w]))
+            em[w] = max(em[w], max(m01, m23))
+    for t in range(end, t1):
+        x = ae[i, t]
+        for w in range(LANES):
+            em[w] = max(em[w], np.int32(x + bet[t, w]))
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _term_sum(acc, inv, av, i, bvt, t0, t1):
+    """acc[w] += trunc(av[i, t] * bvt[t, w] * inv[w]) over t0 <= t < t1, four t at a time (integer
+    terms whose magnitudes add up below 2**53, lanes_fit: every partial sum is exact, in any order)."""
+    end = t0 + (t1 - t0) // 4 * 4
+    for t in range(t0, end, 4):
+        y0, y1, y2, y3 = av[i, t], av[i, t + 1], av[i, t + 2], av[i, t + 3]
+        for w in range(LANES):
+            s01 = np.trunc(y0 * bvt[t, w] * inv[w]) + np.trunc(y1 * bvt[t + 1, w] * inv[w])
+            s23 = np.trunc(y2 * bvt[t + 2, w] * inv[w]) + np.trunc(y3 * bvt[t + 3, w] * inv[w])
+            acc[w] += s01 + s23
+    for t in range(end, t1):
+        y = av[i, t]
+        for w in range(LANES):
+            acc[w] += np.trunc(y * bvt[t, w] * inv[w])
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _product_sum(total, av, i, bvt, t0, t1):
+    """total[w] = the sum of av[i, t] * bvt[t, w] over t0 <= t < t1 (exact: lanes_fit)."""
+    for w in range(LANES):
+        total[w] = 0.0
+    end = t0 + (t1 - t0) // 4 * 4
+    for t in range(t0, end, 4):
+        y0, y1, y2, y3 = av[i, t], av[i, t + 1], av[i, t + 2], av[i, t + 3]
+        for w in range(LANES):
+            total[w] += (y0 * bvt[t, w] + y1 * bvt[t + 1, w]) + (y2 * bvt[t + 2, w] + y3 * bvt[t + 3, w])
+    for t in range(end, t1):
+        y = av[i, t]
+        for w in range(LANES):
+            total[w] += y * bvt[t, w]
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _exponent_max_odd_even(em, gm, ae, i, bet, t0, t1):
+    """em / gm: the largest ae[i, t] + bet[t, w] over the even / odd t - t0 (from NONE)."""
+    for w in range(LANES):
+        em[w] = NONE
+        gm[w] = NONE
+    for t in range(t0, t1, 2):
+        x0, x1 = ae[i, t], ae[i, t + 1]
+        for w in range(LANES):
+            em[w] = max(em[w], np.int32(x0 + bet[t, w]))
+            gm[w] = max(gm[w], np.int32(x1 + bet[t + 1, w]))
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _term_sum_odd_even(acc, acc2, inv, inv2, av, i, bvt, t0, t1):
+    """_term_sum of the even t - t0 into acc (scale inv), of the odd ones into acc2 (scale inv2)."""
+    for w in range(LANES):
+        acc[w] = 0.0
+        acc2[w] = 0.0
+    for t in range(t0, t1, 2):
+        y0, y1 = av[i, t], av[i, t + 1]
+        for w in range(LANES):
+            acc[w] += np.trunc(y0 * bvt[t, w] * inv[w])
+            acc2[w] += np.trunc(y1 * bvt[t + 1, w] * inv2[w])
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _c_apart_lanes(params, vc, ce, r, em, gm, acc, acc2, inv, inv2, av, i, bvt, t0):
+    """One ADD_C_APART(_SPLIT) step in the lanes (mma.step_c_apart), after the products' exponent
+    maxima (em; the split adder's odd products: gm); returns the results, FP32 values (-0 kept)."""
+    adder, length, frac_bits, e_zero, out_kind, group, block, scaled, frac_bits2 = params
+    split = adder == ADD_C_APART_SPLIT
+    for w in range(LANES):
+        # No product (all zero): NO_PART, below every accumulator exponent, with sums of 0.
+        inv[w] = pow2(frac_bits - max(em[w], NO_PART))
+        inv2[w] = pow2(frac_bits - max(gm[w], NO_PART))
+    if split:
+        _term_sum_odd_even(acc, acc2, inv, inv2, av, i, bvt, t0, t0 + length)
+    else:
+        for w in range(LANES):
+            acc[w] = 0.0
+            acc2[w] = 0.0
+        _term_sum(acc, inv, av, i, bvt, t0, t0 + length)
+    for w in range(LANES):
+        e_even = max(em[w], NO_PART)
+        e_odd = max(gm[w], NO_PART) if split else NO_PART
+        e_dot = max(e_even, e_odd)
+        s_dot = np.floor(acc[w] * pow2(e_even - e_dot)) + np.floor(acc2[w] * pow2(e_odd - e_dot))
+        emax = max(e_dot, np.int64(ce[r, w]))
+        quantum = emax - frac_bits2 - 1
+        total = np.floor(s_dot * pow2(e_dot - frac_bits - quantum))
+        c_term = np.floor(vc[r, w] * pow2(frac_bits - emax)) * pow2(frac_bits2 + 1 - frac_bits)
+        total += 0.0 if split and ce[r, w] < emax - frac_bits - 1 else c_term
+        # Rounded down to frac_bits2 fraction bits (at least FP32's minimum exponent), then RNE.
+        v = total * pow2(quantum)
+        top = max(exponent(v), FP32_EMIN)
+        v = np.floor(v * pow2(frac_bits2 - top)) * pow2(top - frac_bits2)
+        u = max(exponent(v), FP32_EMIN) - 23
+        y = np.rint(v * pow2(-u)) * pow2(u)
+        acc[w] = 0.0 if total == 0.0 else y
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, lanes_b, scales_a, scales_b):
+    """mma.mma_gemm for the adders of LANE_ADDERS: tiles of ROWS x LANES elements in parallel.
+
+    lanes_a = (values, exps, zero, special) of A, (M, K) and (M, steps); lanes_b the same of B in
+    tiles of LANES columns (padded with zeros), (N / LANES, K, LANES) and (N / LANES, steps, LANES),
+    and each tile's special flags (N / LANES, steps); scales_a / scales_b (values, exps, zero) of a
+    group adder's scales, (M, K // block) and (N / LANES, K // block, LANES). Every innermost index
+    is a lane number from a range: no wraparound, contiguous, so the loops vectorise."""
+    adder, length, frac_bits, e_zero, out_kind, group, block, scaled, frac_bits2 = params
+    av, ae, az, a_special = lanes_a
+    bv, be, bz, b_special, tile_special = lanes_b
+    sav, sae, saz = scales_a
+    sbv, sbe, sbz = scales_b
+    rows, cols = out.shape
+    steps = az.shape[1]
+    groups = length // group
+    amd = adder == ADD_C_APART or adder == ADD_C_APART_SPLIT
+    rne = out_kind == OUT_RNE_FP16 or out_kind == OUT_RNE_FP32
+    emin = -14 if out_kind == OUT_RNE_FP16 else FP32_EMIN
+    fb = 10 if out_kind == OUT_RNE_FP16 else (13 if out_kind == OUT_RZ_E8M13 else 23)
+    limit = 65536.0 if out_kind == OUT_RNE_FP16 else 2.0 ** 128
+    zero_e = emin if amd else e_zero  # the exponent of a zero accumulator (the AMD adders: FP32's minimum)
+    keeps = not amd  # the NVIDIA adders: a NaN accumulator gives NaN, an infinite one itself unless a product
+    # is a NaN or infinity (the AMD split adder can drop an infinite accumulator)
+    row_tiles = (rows + ROWS - 1) // ROWS
+    col_tiles = bv.shape[0]
+    for tile in prange(row_tiles * col_tiles):
+        i0 = (tile // col_tiles) * ROWS
+        tj = tile % col_tiles
+        j0 = tj * LANES
+        bvt, bet, bzt, bst = bv[tj], be[tj], bz[tj], b_special[tj]
+        sbvt, sbet, sbzt = sbv[tj], sbe[tj], sbz[tj]
+        nr = min(ROWS, rows - i0)
+        nw = min(LANES, cols - j0)
+        vc = np.zeros((ROWS, LANES), np.float64)
+        ce = np.full((ROWS, LANES), zero_e, np.int32)
+        dead = np.zeros((ROWS, LANES), np.int8)
+        dead_bits = np.zeros((ROWS, LANES), np.int64)
+        n_dead = np.zeros(ROWS, np.int64)
+        em = np.empty(LANES, np.int32)
+        gm = np.empty(LANES, np.int32)
+        inv = np.empty(LANES, np.float64)
+        inv2 = np.empty(LANES, np.float64)
+        acc = np.empty(LANES, np.float64)
+        acc2 = np.empty(LANES, np.float64)
+        overflow = np.empty(LANES, np.int8)
+        sums = np.empty((max(groups, 1), LANES), np.float64)
+        factors = np.empty((max(groups, 1), LANES), np.float64)
+        redo = np.zeros(LANES, np.int8)
+        redo_bits = np.zeros(LANES, np.int64)
+        for r in range(nr):
+            for w in range(nw):
+                n_dead[r] += _set_state(c_bits[i0 + r, j0 + w] if has_c else 0, c_fmt, zero_e, vc, ce, dead,
+                                        dead_bits, r, w)
+        for step in range(steps):
+            t0 = step * length
+            for r in range(nr):
+                i = i0 + r
+                risky = 0
+                if amd:
+                    if adder == ADD_C_APART_SPLIT:
+                        _exponent_max_odd_even(em, gm, ae, i, bet, t0, t0 + length)
+                    else:
+                        for w in range(LANES):
+                            em[w] = NONE
+                            gm[w] = NONE
+                        _exponent_max(em, ae, i, bet, t0, t0 + length)
+                        for w in range(LANES):
+                            risky += em[w] >= 127  # a product may reach 2**128: an infinity
+                # Lanes that take the scalar step: computed first, from the accumulator before the step.
+                scalar = a_special[i, step] or tile_special[tj, step] or n_dead[r] > 0 or risky > 0
+                if scalar:
+                    for w in range(nw):
+                        special = a_special[i, step] or bst[step, w]
+                        redo[w] = special or dead[r, w] or (risky > 0 and em[w] >= 127)
+                        if redo[w] and keeps and step > 0 and not special:
+                            redo[w] = KEEP  # a NaN or infinity (of D) that finite products keep
+                        elif redo[w]:
+                            redo_bits[w] = _scalar_step(a, b, sa, sb, params, i, j0 + w, step, c_bits, has_c, c_fmt,
+                                                        d_fmt, vc[r, w], dead[r, w], dead_bits[r, w])
+                if amd:
+                    _c_apart_lanes(params, vc, ce, r, em, gm, acc, acc2, inv, inv2, av, i, bvt, t0)
+                elif adder == ADD_TRUNCATED:
+                    zero_a = az[i, step]
+                    for w in range(LANES):
+                        e0 = ce[r, w]
+                        em[w] = max(e0, e_zero) if (zero_a or bzt[step, w]) else e0
+                    _exponent_max(em, ae, i, bet, t0, t0 + length)
+                    for w in range(LANES):
+                        inv[w] = pow2(frac_bits - em[w])
+                        acc[w] = np.trunc(vc[r, w] * inv[w])
+                    _term_sum(acc, inv, av, i, bvt, t0, t0 + length)
+                else:
+                    for w in range(LANES):
+                        em[w] = ce[r, w]
+                    for g in range(groups):
+                        tg = t0 + g * group
+                        s = tg // block
+                        for w in range(LANES):
+                            gm[w] = NONE
+                        _exponent_max(gm, ae, i, bet, tg, tg + group)
+                        _product_sum(sums[g], av, i, bvt, tg, tg + group)
+                        zero_s, e_s, v_s = saz[i, s], sae[i, s], sav[i, s]
+                        for w in range(LANES):
+                            # A group of zeros, or a zero scale, is a zero term at e_zero.
+                            live = gm[w] > NONE // 2 and not zero_s and not sbzt[s, w]
+                            em[w] = max(em[w], np.int32(e_s + sbet[s, w]) if live else np.int32(e_zero))
+                            factors[g, w] = v_s * sbvt[s, w] if live else 0.0
+                    for w in range(LANES):
+                        inv[w] = pow2(frac_bits - em[w])
+                        acc[w] = np.trunc(vc[r, w] * inv[w])
+                    for g in range(groups):
+                        for w in range(LANES):
+                            acc[w] += np.trunc(sums[g, w] * factors[g, w] * inv[w])
+                if not amd:
+                    # The sum into D: scaled to an integer at its quantum, rounded, scaled back; +0 for 0.
+                    for w in range(LANES):
+                        v = acc[w] * pow2(em[w] - frac_bits)
+                        u = max(exponent(v), emin) - fb
+                        x = v * pow2(-u)
+                        y = (np.rint(x) if rne else np.trunc(x)) * pow2(u)
+                        acc[w] = 0.0 if y == 0.0 else y
+                overflows = 0
+                for w in range(LANES):
+                    y = acc[w]
+                    big = abs(y) >= limit
+                    overflow[w] = np.int8(big) * (1 + np.int8(y < 0.0))
+                    overflows += np.int64(big)
+                    vc[r, w] = 0.0 if big else y
+                    ce[r, w] = zero_e if (big or y == 0.0) else np.int32(max(exponent(y), emin))
+                if overflows:
+                    for w in range(nw):
+                        if overflow[w] and not (scalar and redo[w]):
+                            n_dead[r] += _set_state(special_bits(INF, int(overflow[w]) - 1, out_kind), d_fmt, zero_e,
+                                                    vc, ce, dead, dead_bits, r, w)
+                if scalar:
+                    for w in range(nw):
+                        if redo[w] == KEEP:  # still dead: only the lanes' meaningless values are cleared
+                            vc[r, w] = 0.0
+                            ce[r, w] = zero_e
+                        elif redo[w]:
+                            n_dead[r] += _set_state(redo_bits[w], d_fmt, zero_e, vc, ce, dead, dead_bits, r, w)
+        for r in range(nr):
+            for w in range(nw):
+                out[i0 + r, j0 + w] = dead_bits[r, w] if dead[r, w] else value_bits(vc[r, w], d_fmt[0], d_fmt[1])
+
+
+def _span(x) -> tuple[int, int, int]:
+    """(largest e, smallest q, largest m) of a decoded operand's finite values (0, 0, 0 if none)."""
+    finite = x[0] == FINITE
+    if not finite.any():
+        return 0, 0, 0
+    return int(x[2][finite].max()), int(x[3][finite].min()), int(x[4][finite].max())
+
+
+def lanes_fit(a, b, sa, sb, params) -> bool:
+    """Whether the float64 lanes are exact for these operands: every product (its scales folded
+    in) of at most 53 significand bits and between 2**-900 and 2**900, a step's terms (below
+    2**(F + 2) each) summing exactly, and a group's exact sum of ``group`` products within 53 bits."""
+    adder, length, frac_bits, e_zero, out_kind, group, block, scaled, frac_bits2 = params
+    if adder not in LANE_ADDERS or (length + 1) << (frac_bits + 2) > 1 << 53 or frac_bits2 > 48:
+        return False
+    if adder in (ADD_TRUNCATED, ADD_GROUPS) and abs(e_zero) > 200:
+        return False
+    ea, qa, ma = _span(a)
+    eb, qb, mb = _span(b)
+    es = qs = 0
+    ms = 1
+    if scaled:
+        (esa, qsa, msa), (esb, qsb, msb) = _span(sa), _span(sb)
+        es, qs, ms = max(esa, 0) + max(esb, 0), min(qsa, 0) + min(qsb, 0), max(msa, 1) * max(msb, 1)
+    if ea + eb + es > 900 or qa + qb + qs < -900 or ma * mb * ms >= 1 << 53:
+        return False
+    # A group's sum: products between 2**(qa + qb) and 2**(ea + eb + 2), group of them.
+    return adder != ADD_GROUPS or (ea + eb + 2) - (qa + qb) + group.bit_length() <= 53
+
+
+def _tiles(x):
+    """(columns, n) -> (columns / LANES, n, LANES), contiguous: B's tiles, one after another."""
+    return np.ascontiguousarray(x.reshape(-1, LANES, x.shape[1]).transpose(0, 2, 1))
+
+
+def mma_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params) -> None:
+    """mma.mma_gemm (same arguments, same bits): the adders of LANE_ADDERS in lanes where lanes_fit,
+    everything else on the scalar kernel."""
+    d_format = (5, 10, IEEE, 0) if params[4] == OUT_RNE_FP16 else (8, 23, IEEE, 0)  # what round_out writes
+    if tuple(d_fmt[:4]) != d_format or not lanes_fit(a, b, sa, sb, params):
+        scalar_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params)
+        return
+    adder, length, block, scaled = params[0], params[1], params[6], params[7]
+    rows, k = a[0].shape
+    cols = b[0].shape[0]
+    steps = k // length
+    padded = -(-cols // LANES) * LANES
+    fold = adder == ADD_TRUNCATED and scaled
+    scale_block = block if scaled else 0
+    lanes_a = (np.empty((rows, k)), np.empty((rows, k), np.int32), np.empty((rows, steps), np.bool_),
+               np.empty((rows, steps), np.bool_))
+    prepare(a, sa, length, scale_block, fold, *lanes_a)
+    lanes_b = (np.zeros((padded, k)), np.full((padded, k), NONE, np.int32), np.zeros((padded, steps), np.bool_),
+               np.zeros((padded, steps), np.bool_))
+    prepare(b, sb, length, scale_block, fold, *(x[:cols] for x in lanes_b))
+    lanes_b = tuple(_tiles(x) for x in lanes_b)
+    lanes_b += (lanes_b[3].any(axis=2),)
+    groups = adder == ADD_GROUPS
+    blocks = k // block if groups else 1
+    scales_a = (np.zeros((rows, blocks)), np.zeros((rows, blocks), np.int32), np.ones((rows, blocks), np.bool_))
+    scales_b = (np.zeros((padded, blocks)), np.zeros((padded, blocks), np.int32), np.ones((padded, blocks), np.bool_))
+    if groups:
+        prepare_scales(sa, *scales_a)
+        prepare_scales(sb, *(x[:cols] for x in scales_b))
+    scales_b = tuple(_tiles(x) for x in scales_b)
+    lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, lanes_b, scales_a, scales_b)
