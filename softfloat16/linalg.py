@@ -56,8 +56,10 @@ class TensorCore:
     "Accurate Models of NVIDIA Tensor Cores", arXiv:2512.07004, model V100/A100/H100/B200
     bit-accurately). This repository has not measured
     them itself; ``bench/gpu_check.sh`` compares the model with cuBLAS when a GPU is available.
-    Where the hardware aligns on exponent sums rather than on each product's leading bit, or
-    saturates differently on overflow, this model would be off by one bit in rare cases.
+    The hardware aligns on exponent sums, not on each product's leading bit, counts zero terms at
+    a fixed exponent and overflows to inf: this model differs from it in the last bit of 5-34 % of
+    dot products. For the hardware's bits pass an instruction preset instead (``tensor_core=
+    "hopper.wgmma.m64n8k16.f32.f16.f16"``: softfloat16.mma, docs/hardware.md).
 
     >>> TENSOR_CORES["h100"]
     TensorCore(products_per_block=16, fraction_bits=25)
