@@ -224,8 +224,13 @@ def matmul(
     out_format = fmt if out_format is None else parse_format(out_format)
     if order == "tensorcore" and isinstance(tensor_core, (str, mma.Preset)) and (
             isinstance(tensor_core, mma.Preset) or tensor_core.lower() not in TENSOR_CORES):
-        return _matmul_instruction(a, b, fmt, b_format, accumulate, out_format, rounding, mma.preset(tensor_core),
-                                   split_k, promote_every)
+        try:
+            instruction = mma.preset(tensor_core)
+        except ValueError as exc:
+            raise ValueError(f"tensor_core: expected a TensorCore, one of {', '.join(TENSOR_CORES)} or a GPU "
+                             f"instruction; {str(exc).removeprefix('preset: ')}") from None
+        return _matmul_instruction(a, b, fmt, b_format, accumulate, out_format, rounding, instruction, split_k,
+                                   promote_every)
     for name, value in (("split_k", split_k), ("promote_every", promote_every)):
         if value is not None:
             raise ValueError(f"{name}: only a GPU instruction preset (order='tensorcore', tensor_core=a name of "
