@@ -16,6 +16,7 @@ with error-free transformations, else ``fractions.Fraction`` through ``softfloat
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import multiprocessing
 import os
@@ -359,7 +360,14 @@ def connect_scheduler(scheduler):
 
 class _Runner:
     """Runs (job, chunk) tasks and yields their results as they finish, in no particular order:
-    one after another here (one worker), in a pool of processes, or as tasks on a Dask cluster."""
+    one after another here (one worker), in a pool of processes, or as tasks on a Dask cluster.
+    A subclass names its own task function, pool-process initializer and what a Dask worker needs."""
+
+    task = staticmethod(_run_task)
+    # One core thread per process: the processes already share the cores (setting the count
+    # starts nothing, so it is safe in a forked child).
+    initializer = staticmethod(functools.partial(set_num_threads, 1))
+    worker_needs = "softfloat16, the same version"
 
     def __init__(self, workers: int | None, scheduler, tasks: int):
         self.client, self.ours, self.scheduler = None, False, None
@@ -382,7 +390,7 @@ class _Runner:
         payloads = [(index, jobs[index], chunk, driver) for index, chunk in tasks]
         if self.client is not None:
             from distributed import as_completed
-            futures = self.client.map(_run_task, payloads, pure=False)
+            futures = self.client.map(self.task, payloads, pure=False)
             finished = False
             try:
                 for future in as_completed(futures, loop=self.client.loop):
@@ -390,22 +398,19 @@ class _Runner:
                         result = future.result()
                     except ImportError as error:  # raised on the worker, which lacks the package
                         raise SchedulerError(f"a Dask worker of {self.scheduler} cannot run the chunks ({error}): "
-                                             "install softfloat16, the same version, on every worker") from None
+                                             f"install {self.worker_needs}, on every worker") from None
                     yield result
                 finished = True
             finally:
                 if not finished:  # interrupted, or a chunk failed: leave nothing running on the cluster
                     self.client.cancel(futures)
         elif self.workers == 1:
-            for payload in payloads:
-                yield _run_task(payload)
+            yield from map(self.task, payloads)
         else:
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            # One core thread per process: the processes already share the cores (setting the
-            # count starts nothing, so it is safe in a forked child).
-            with context.Pool(self.workers, initializer=set_num_threads, initargs=(1,)) as pool:
-                yield from pool.imap_unordered(_run_task, payloads)
+            with context.Pool(self.workers, initializer=self.initializer) as pool:
+                yield from pool.imap_unordered(self.task, payloads)
 
 
 class _JobRun:

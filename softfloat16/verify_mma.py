@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import multiprocessing
 import os
 import time
 import zlib
@@ -174,33 +173,9 @@ def _run_task(task: tuple[int, MmaJob, int, int | None]) -> tuple[int, int, dict
 class _Runner(verify._Runner):
     """``verify``'s runner (one process, a pool, or a Dask cluster) running this module's chunks."""
 
-    def results(self, jobs: list[MmaJob], tasks: list[tuple[int, int]]):
-        driver = os.getpid() if self.client is not None else None
-        payloads = [(index, jobs[index], chunk, driver) for index, chunk in tasks]
-        if self.client is not None:
-            from distributed import as_completed
-            futures = self.client.map(_run_task, payloads, pure=False)
-            finished = False
-            try:
-                for future in as_completed(futures, loop=self.client.loop):
-                    try:
-                        yield future.result()
-                    except ImportError as error:
-                        raise verify.SchedulerError(
-                            f"a Dask worker of {self.scheduler} cannot run the chunks ({error}): install "
-                            "softfloat16 and its crosscheck extra (mmasim), the same versions, on every worker"
-                        ) from None
-                finished = True
-            finally:
-                if not finished:
-                    self.client.cancel(futures)
-        elif self.workers == 1:
-            yield from map(_run_task, payloads)
-        else:
-            methods = multiprocessing.get_all_start_methods()
-            context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            with context.Pool(self.workers, initializer=_one_thread) as pool:
-                yield from pool.imap_unordered(_run_task, payloads)
+    task = staticmethod(_run_task)
+    initializer = staticmethod(_one_thread)
+    worker_needs = "softfloat16 and its crosscheck extra (mmasim), the same versions"
 
 
 # --- the checkpoint: one file, a record of chunks per preset ---------------------------------------
