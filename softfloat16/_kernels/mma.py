@@ -92,6 +92,12 @@ def _special(any_nan, pos_inf, neg_inf):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
+def _with_special(cls, sign, any_nan, pos_inf, neg_inf):
+    """The (NaN, +inf, -inf) seen so far, after a term of this class and sign."""
+    return any_nan or cls == NAN, pos_inf or (cls == INF and sign == 0), neg_inf or (cls == INF and sign == 1)
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
 def _product_class(ca, cb):
     """Class of a product of two operand classes (NAN for inf * 0)."""
     if ca == NAN or cb == NAN:
@@ -148,9 +154,7 @@ def step_truncated(a, b, i, j, t0, length, c, sa, sb, params):
     cls_a, sign_a, e_a, q_a, m_a = a
     cls_b, sign_b, e_b, q_b, m_b = b
     c_cls, c_sign, c_e, c_q, c_m = c
-    any_nan = c_cls == NAN
-    pos_inf = c_cls == INF and c_sign == 0
-    neg_inf = c_cls == INF and c_sign == 1
+    any_nan, pos_inf, neg_inf = _with_special(c_cls, c_sign, False, False, False)
     emax = c_e if c_cls == FINITE else e_zero
     for t in range(t0, t0 + length):
         cls = _product_class(cls_a[i, t], cls_b[j, t])
@@ -160,16 +164,10 @@ def step_truncated(a, b, i, j, t0, length, c, sa, sb, params):
             cls_s = _product_class(sa[0][i, s], sb[0][j, s])
             cls = _product_class(cls, cls_s)
             e += sa[2][i, s] + sb[2][j, s]
-        if cls == NAN:
-            any_nan = True
-        elif cls == INF:
-            if sign_a[i, t] ^ sign_b[j, t]:
-                neg_inf = True
-            else:
-                pos_inf = True
-        elif cls == ZERO:
+        any_nan, pos_inf, neg_inf = _with_special(cls, sign_a[i, t] ^ sign_b[j, t], any_nan, pos_inf, neg_inf)
+        if cls == ZERO:
             emax = max(emax, e_zero)
-        else:
+        elif cls == FINITE:
             emax = max(emax, e)
     cls, sign = _special(any_nan, pos_inf, neg_inf)
     if cls != FINITE:
@@ -204,16 +202,9 @@ def _group_sum(a, b, i, j, t0, group, q_low):
     p = 0
     for t in range(t0, t0 + group):
         cls = _product_class(cls_a[i, t], cls_b[j, t])
-        if cls == NAN:
-            any_nan = True
-        elif cls == INF:
-            all_zero = False
-            if sign_a[i, t] ^ sign_b[j, t]:
-                neg_inf = True
-            else:
-                pos_inf = True
-        elif cls == FINITE:
-            all_zero = False
+        any_nan, pos_inf, neg_inf = _with_special(cls, sign_a[i, t] ^ sign_b[j, t], any_nan, pos_inf, neg_inf)
+        all_zero = all_zero and (cls == ZERO or cls == NAN)
+        if cls == FINITE:
             m = (m_a[i, t] * m_b[j, t]) << (q_a[i, t] + q_b[j, t] - q_low)
             p += -m if sign_a[i, t] ^ sign_b[j, t] else m
     return p, all_zero, any_nan, pos_inf, neg_inf
@@ -224,9 +215,7 @@ def step_groups(a, b, i, j, t0, length, c, sa, sb, params):
     """One ADD_GROUPS step: groups of ``group`` products summed exactly, scaled, then truncated."""
     adder, _, frac_bits, e_zero, out_kind, group, block, scaled, frac_bits2 = params
     c_cls, c_sign, c_e, c_q, c_m = c
-    any_nan = c_cls == NAN
-    pos_inf = c_cls == INF and c_sign == 0
-    neg_inf = c_cls == INF and c_sign == 1
+    any_nan, pos_inf, neg_inf = _with_special(c_cls, c_sign, False, False, False)
     emax = c_e if c_cls == FINITE else e_zero
     # The lowest lsb exponent of the products: the group sums are exact integer multiples of it.
     q_low = 1 << 30
@@ -276,13 +265,8 @@ def _truncated_sum(a, b, i, j, t0, t1, stride, frac_bits, overflow_inf):
         if cls == FINITE and overflow_inf:
             if q_a[i, t] + q_b[j, t] + msb_index(m_a[i, t] * m_b[j, t]) >= 128:
                 cls = INF
-        if cls == NAN:
-            any_nan = True
-        elif cls == INF:
-            if sign_a[i, t] ^ sign_b[j, t]:
-                neg_inf = True
-            else:
-                pos_inf = True
+        any_nan, pos_inf, neg_inf = _with_special(cls, sign_a[i, t] ^ sign_b[j, t], any_nan, pos_inf, neg_inf)
+        if cls == INF:
             # The exponent MMA-Sim gives an infinite product: an infinity counts as -1 (frexp's 0 - 1).
             e_inf = max(e_inf, (-1 if cls_a[i, t] == INF else e_a[i, t]) + (-1 if cls_b[j, t] == INF else e_b[j, t]))
         elif cls == FINITE:
@@ -317,9 +301,7 @@ def step_c_apart(a, b, i, j, t0, length, c, params):
             c_cls = ZERO
     else:
         e_dot, s_dot, any_nan, pos_inf, neg_inf, _ = _truncated_sum(a, b, i, j, t0, t0 + length, 1, frac_bits, True)
-    any_nan = any_nan or c_cls == NAN
-    pos_inf = pos_inf or (c_cls == INF and c_sign == 0)
-    neg_inf = neg_inf or (c_cls == INF and c_sign == 1)
+    any_nan, pos_inf, neg_inf = _with_special(c_cls, c_sign, any_nan, pos_inf, neg_inf)
     cls, sign = _special(any_nan, pos_inf, neg_inf)
     if cls != FINITE:
         return special_bits(cls, sign, out_kind)
@@ -395,22 +377,14 @@ def step_exact(a, b, i, j, t0, length, c, params):
     cls_a, sign_a, e_a, q_a, m_a = a
     cls_b, sign_b, e_b, q_b, m_b = b
     c_cls, c_sign, c_e, c_q, c_m = c
-    any_nan = c_cls == NAN
-    pos_inf = c_cls == INF and c_sign == 0
-    neg_inf = c_cls == INF and c_sign == 1
+    any_nan, pos_inf, neg_inf = _with_special(c_cls, c_sign, False, False, False)
     limbs = np.zeros(LIMBS, np.int64)
     if c_cls == FINITE:
         _accumulate(limbs, c_sign, c_q, c_m)
     for t in range(t0, t0 + length):
         cls = _product_class(cls_a[i, t], cls_b[j, t])
-        if cls == NAN:
-            any_nan = True
-        elif cls == INF:
-            if sign_a[i, t] ^ sign_b[j, t]:
-                neg_inf = True
-            else:
-                pos_inf = True
-        elif cls == FINITE:
+        any_nan, pos_inf, neg_inf = _with_special(cls, sign_a[i, t] ^ sign_b[j, t], any_nan, pos_inf, neg_inf)
+        if cls == FINITE:
             m = m_a[i, t] * m_b[j, t]
             q = q_a[i, t] + q_b[j, t]
             sign = sign_a[i, t] ^ sign_b[j, t]
