@@ -32,6 +32,20 @@ def job_key(job: Job) -> dict:
     return d
 
 
+def read_json(path: str, refuse, what: str):
+    """The JSON document of a checkpoint file; ``refuse(path, problem)`` makes the one-line error of
+    a file that is not JSON text, and ``what`` names the file when it cannot be read at all."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as error:
+        raise refuse(path, f"not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except UnicodeDecodeError:
+        raise refuse(path, "not UTF-8 text") from None
+    except OSError as error:
+        raise ValueError(f"checkpoint: cannot read {what} {path}: {error.strerror or type(error).__name__}") from None
+
+
 def _refuse(path: str, problem: str) -> ValueError:
     return ValueError(f"checkpoint: {path} is not a usable verify checkpoint ({problem}); "
                       "delete it to start the job afresh, or give another file")
@@ -43,16 +57,7 @@ def load_checkpoint(path: str | None, job: Job) -> dict:
     checkpoint, or records a different job."""
     if not path or not os.path.exists(path):
         return {"job": job_key(job), "chunks": {}, "examples": [], "seconds": 0.0}
-    try:
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
-    except json.JSONDecodeError as error:
-        raise _refuse(path, f"not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
-    except UnicodeDecodeError:
-        raise _refuse(path, "not UTF-8 text") from None
-    except OSError as error:
-        raise ValueError(f"checkpoint: cannot read the verify checkpoint {path}: "
-                         f"{error.strerror or type(error).__name__}") from None
+    state = read_json(path, _refuse, "the verify checkpoint")
     if not isinstance(state, dict) or not {"job", "chunks", "examples"} <= state.keys():
         raise _refuse(path, "not a JSON object with job, chunks and examples")
     if state["job"] != job_key(job):

@@ -28,7 +28,6 @@ True
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import time
 import zlib
@@ -41,7 +40,7 @@ from . import verify
 from .mma_presets import PRESETS, Preset
 from .mma_reference import KINDS
 from .threads import numba_threads, set_num_threads
-from .verify_checkpoint import save_checkpoint
+from .verify_checkpoint import read_json, save_checkpoint
 from .verify_progress import Progress
 
 __all__ = ["DEFAULT_CASES", "MmaJob", "MmaSummary", "MmasimMissing", "PresetResult", "chain_lengths",
@@ -195,15 +194,7 @@ def load_state(path: str | None, cases: int, seed: int) -> dict:
     fresh = {"job": _run_key(cases, seed), "presets": {}, "seconds": 0.0}
     if not path or not os.path.exists(path):
         return fresh
-    try:
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
-    except json.JSONDecodeError as error:
-        raise _refuse(path, f"not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
-    except UnicodeDecodeError:
-        raise _refuse(path, "not UTF-8 text") from None
-    except OSError as error:
-        raise ValueError(f"checkpoint: cannot read {path}: {error.strerror or type(error).__name__}") from None
+    state = read_json(path, _refuse, "the verify-mma checkpoint")
     if not isinstance(state, dict) or not {"job", "presets"} <= state.keys() or not isinstance(state["presets"], dict):
         raise _refuse(path, "not a JSON object with job and presets")
     if state["job"] != fresh["job"]:
