@@ -23,7 +23,7 @@ import difflib
 import numpy as np
 
 from softfloat16._kernels import mma as kernel
-from softfloat16._kernels import mma_lanes
+from softfloat16._kernels import mma_fma64, mma_lanes, mma_lanes_amd
 from softfloat16.formats import FORMATS, Format, as_bits
 from softfloat16.formats import format as parse_format
 from softfloat16.mma_presets import PRESETS, Model, Preset, model_params
@@ -34,6 +34,9 @@ __all__ = ["PRESETS", "Model", "Preset", "gemm", "mma", "preset", "presets"]
 
 # UE4M3 block scales: E4M3 patterns whose sign bit the unit ignores.
 _UE4M3 = "ue4m3"
+# IEEE 754 binary64, the FP64 instructions' one format: a layout for reading and writing patterns
+# (uint64; float64 arrays are read as bits); the arithmetic is _kernels.mma_fma64's, not the core's.
+FP64 = Format("fp64", 11, 52, np.uint64, "float64")
 
 
 def presets(arch: str | None = None) -> tuple[str, ...]:
@@ -67,6 +70,8 @@ def _layout(name: str) -> tuple[int, int, int, int, int]:
 
 
 def _format(name: str) -> Format:
+    if name == FP64.name:
+        return FP64
     return FORMATS["fp8_e4m3fn" if name == _UE4M3 else name]
 
 
@@ -78,12 +83,12 @@ _REGISTER = {"tf32_fp32": "fp32", _UE4M3: "fp8_e4m3fn"}
 def _bits(x, name: str, arg: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """A 2-D int64 array of patterns of format ``name`` (sf.as_bits reads them: integers, or floats
     of the format's own dtype); anything else gets one line naming the argument."""
-    arr = as_bits(x, FORMATS[_REGISTER.get(name, name)], arg)
+    arr = as_bits(x, _format(_REGISTER.get(name, name)), arg)
     if arr.ndim != 2:
         raise ValueError(f"{arg}: expected a 2-D array, got shape {arr.shape}")
     if shape is not None and arr.shape != shape:
         raise ValueError(f"{arg}: expected shape {shape}, got {arr.shape}")
-    return arr.astype(np.int64)
+    return arr.view(np.int64) if arr.dtype == np.uint64 else arr.astype(np.int64)  # FP64: the sign in int64's
 
 
 def _decoded(bits: np.ndarray, name: str) -> tuple:
@@ -96,7 +101,9 @@ def _decoded(bits: np.ndarray, name: str) -> tuple:
 
 def _check_types(p: Preset, a_format, b_format) -> None:
     for arg, given, want in (("a_format", a_format, p.a), ("b_format", b_format, p.b)):
-        if given is not None and _format(want) is not parse_format(given):
+        if given is None or (want == FP64.name and given in (FP64, FP64.name)):
+            continue
+        if want == FP64.name or _format(want) is not parse_format(given):
             raise ValueError(f"{arg}: {p.name} takes {want} operands, got {given!r}")
 
 
@@ -107,6 +114,7 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     - ``a`` (M, K), ``b`` (K, N): bit patterns of the preset's input formats, one value per element
       (FP4 and FP6 unpacked, in the low bits); TF32 operands are FP32 patterns whose low 13 bits are
       ignored, as the hardware ignores them. Float arrays of the format's own dtype are read as bits.
+      FP64 presets take uint64 or int64 arrays of binary64 patterns, or float64 arrays.
     - ``c`` (M, N): bits of the preset's C format, or None for +0.
     - ``scale_a`` (M, K // block), ``scale_b`` (K // block, N): the scale patterns of a
       block-scaled preset (E8M0, or UE4M3: E4M3 with the sign bit ignored).
@@ -115,7 +123,7 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     Any M and N. K is chained in the instruction's k: each instruction's D is the next one's C.
     K that is not a multiple of k is padded with zero products, as a kernel pads its last tile
     (block-scaled presets need whole instructions). Returns D's bits (uint32 for FP32, uint16 for
-    FP16).
+    FP16, uint64 for FP64).
     """
     p = preset(preset_name)
     _check_types(p, a_format, b_format)
@@ -139,16 +147,22 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
         b = np.concatenate([b, np.zeros((pad, cols), np.int64)], axis=0)
         k += pad
     c_bits = np.zeros((rows, cols), np.int64) if c is None else _bits(c, p.c, "c", (rows, cols))
+    numba_threads()  # sf.set_num_threads' count
+    if p.d == FP64.name:  # k binary64 FMAs an instruction: one chain over K (padding adds +0 products)
+        out = np.empty((rows, cols), np.int64)
+        mma_fma64.fma64_gemm(np.ascontiguousarray(a), np.ascontiguousarray(b.T), c_bits, out)
+        return out.view(np.uint64)
     if scaled:
         sa = _decoded(_bits(scale_a, p.scale, "scale_a", (rows, k // p.block)), p.scale)
         sb = _decoded(_bits(scale_b, p.scale, "scale_b", (k // p.block, cols)).T, p.scale)
     else:
         sa = sb = _decoded(np.zeros((1, 1), np.int64), p.a)
     out = np.empty((rows, cols), np.int64)
-    numba_threads()  # sf.set_num_threads' count
-    # The truncating adders run in SIMD lanes (the same bits); the others in the scalar kernel.
-    mma_lanes.mma_gemm(_decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b), c_bits, c is not None,
-                       _layout(p.c), _layout(p.d), sa, sb, out, model_params(p.model, p.block))
+    # Every adder runs in SIMD lanes where they are exact (the same bits), else in the scalar kernel.
+    params = model_params(p.model, p.block)
+    gemm_of = mma_lanes_amd.mma_gemm if params[0] in mma_lanes_amd.ADDERS else mma_lanes.mma_gemm
+    gemm_of(_decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b), c_bits, c is not None, _layout(p.c),
+            _layout(p.d), sa, sb, out, params)
     return out.astype(FORMATS[p.d].dtype)
 
 
@@ -172,7 +186,8 @@ def gemm(a, b, preset_name: str | Preset, c=None, *, split_k: int = 1, promote_e
       kernel's reduction does.
 
     Without either option this is :func:`mma`. With one, the result is FP32 bits (an FP16 partial
-    is exact in FP32) and C, given, is added last in FP32.
+    is exact in FP32) and C, given, is added last in FP32; the FP64 presets add in FP64 instead and
+    return FP64 bits.
     """
     p = preset(preset_name)
     split_k = _positive(split_k, "split_k")
@@ -201,11 +216,23 @@ def gemm(a, b, preset_name: str | Preset, c=None, *, split_k: int = 1, promote_e
             sa = None if scale_a is None else np.asarray(scale_a)[:, lo // p.block: -(-hi // p.block)]
             sb = None if scale_b is None else np.asarray(scale_b)[lo // p.block: -(-hi // p.block)]
             d = mma(a[:, lo:hi], b[lo:hi], None, p, scale_a=sa, scale_b=sb)
-            d = np.asarray(convert(d, src=p.d, dst="fp32")) if p.d != "fp32" else d
-            partial = d if partial is None else np.asarray(binary("add", "fp32", partial, d))
-        total = partial if total is None else np.asarray(binary("add", "fp32", total, partial))
+            d = np.asarray(convert(d, src=p.d, dst="fp32")) if p.d not in ("fp32", FP64.name) else d
+            partial = d if partial is None else _add(p, partial, d)
+        total = partial if total is None else _add(p, total, partial)
     if c is not None:
         c = _bits(c, p.c, "c", total.shape)
+        if p.c == FP64.name:
+            return _add(p, total, c.view(np.uint64))
         c = np.asarray(convert(c.astype(FORMATS[p.c].dtype), src=p.c, dst="fp32")) if p.c != "fp32" else c
-        total = np.asarray(binary("add", "fp32", total, c.astype(np.uint32)))
-    return total.astype(np.uint32)
+        total = _add(p, total, c.astype(np.uint32))
+    return total.astype(np.uint32) if p.d != FP64.name else total
+
+
+def _add(p: Preset, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x + y rounded to nearest even: in FP64 (binary64 bits) for the FP64 presets, else in FP32."""
+    if p.d != FP64.name:
+        return np.asarray(binary("add", "fp32", x, y))
+    out = np.empty(x.size, np.int64)
+    mma_fma64.add64(np.ascontiguousarray(x).view(np.int64).ravel(), np.ascontiguousarray(y).view(np.int64).ravel(),
+                    out)
+    return out.view(np.uint64).reshape(x.shape)

@@ -10,10 +10,10 @@ from softfloat16._kernels import mma as kernel
 
 # PTX and AMD type names -> softfloat16 format names. TF32 (and AMD's xf32) operands are FP32
 # registers whose low 13 bits the unit ignores; UE4M3 is E4M3 with the sign bit ignored.
-PTX_TYPES = {"f32": "fp32", "tf32": "tf32_fp32", "f16": "fp16", "bf16": "bf16", "e4m3": "fp8_e4m3fn",
+PTX_TYPES = {"f64": "fp64", "f32": "fp32", "tf32": "tf32_fp32", "f16": "fp16", "bf16": "bf16", "e4m3": "fp8_e4m3fn",
              "e5m2": "fp8_e5m2", "e3m2": "fp6_e3m2", "e2m3": "fp6_e2m3", "e2m1": "fp4_e2m1",
              "ue8m0": "e8m0", "ue4m3": "ue4m3"}
-AMD_TYPES = {"f32": "fp32", "xf32": "tf32_fp32", "f16": "fp16", "bf16": "bf16", "fp8": "fp8_e4m3fnuz",
+AMD_TYPES = {"f64": "fp64", "f32": "fp32", "xf32": "tf32_fp32", "f16": "fp16", "bf16": "bf16", "fp8": "fp8_e4m3fnuz",
              "bf8": "fp8_e5m2fnuz"}
 F8F6F4 = ("e5m2", "e4m3", "e3m2", "e2m3", "e2m1")
 _BYTES = {"fp32": 4, "tf32_fp32": 4, "fp16": 2, "bf16": 2}  # every other input takes one byte
@@ -30,7 +30,8 @@ class Model:
       second, rounded-down stage);
     - ``zero_exponent``: the exponent a zero term takes in the alignment maximum (None: no part);
     - ``output``: the sum's rounding into D: ``"rz_fp32"``, ``"rz_e8m13"`` (FP32 with 13 fraction
-      bits), ``"rne_fp16"``, ``"rne_fp32"``;
+      bits), ``"rne_fp16"``, ``"rne_fp32"``, ``"rne_fp64"`` (the FP64 instructions: a chain of
+      binary64 fused multiply-adds);
     - ``group``: products summed exactly before scaling (``"groups"`` only).
     """
 
@@ -47,7 +48,7 @@ _ADDERS = {"truncated": kernel.ADD_TRUNCATED, "groups": kernel.ADD_GROUPS, "c_ap
            "c_apart_split": kernel.ADD_C_APART_SPLIT, "exact": kernel.ADD_EXACT, "ftz_pairs": kernel.ADD_FTZ_PAIRS,
            "ftz_quads": kernel.ADD_FTZ_QUADS, "fma": kernel.ADD_FMA}
 _OUTPUTS = {"rz_fp32": kernel.OUT_RZ_FP32, "rz_e8m13": kernel.OUT_RZ_E8M13, "rne_fp16": kernel.OUT_RNE_FP16,
-            "rne_fp32": kernel.OUT_RNE_FP32}
+            "rne_fp32": kernel.OUT_RNE_FP32, "rne_fp64": kernel.OUT_RNE_FP64}
 
 
 def model_params(model: Model, block: int) -> tuple:
@@ -213,7 +214,7 @@ def _amd_types(suffix: str) -> tuple[str, str, str, str]:
         return d, shape, parts[2], parts[3]
     if len(parts) >= 3 and parts[-1] != "1k":  # CDNA3: the type is the last field
         return d, shape, parts[-1], parts[-1]
-    for t in ("bf16", "f16", "f32"):  # CDNA1/2: the type ends the shape field
+    for t in ("bf16", "f16", "f32", "f64"):  # CDNA1/2: the type ends the shape field
         if shape.endswith(t):
             return d, shape[: -len(t)], t, t
     raise AssertionError(suffix)
@@ -243,4 +244,33 @@ def _amd() -> list[Preset]:
     return out
 
 
-PRESETS: dict[str, Preset] = {p.name: p for p in _nvidia() + _amd()}
+# --- FP64 (a chain of binary64 fused multiply-adds; after the others, so that adding them kept the
+# catalogue's order) --------------------------------------------------------------------------------
+_NV_FP64 = {arch: ["m8n8k4.f64.f64.f64.f64"] for arch in ("ampere", "ada", "blackwell", "rtx_blackwell")}
+_NV_FP64["hopper"] = ["m16n8k16.f64.f64.f64.f64", "m16n8k8.f64.f64.f64.f64", "m16n8k4.f64.f64.f64.f64",
+                      "m8n8k4.f64.f64.f64.f64"]
+_AMD_FP64 = {"cdna2": ["f64_16x16x4f64", "f64_4x4x4f64"], "cdna3": ["f64_16x16x4_f64", "f64_4x4x4_4b_f64"]}
+
+
+def _fp64_model(k: int) -> Model:
+    """The FP64 instructions' model: k binary64 FMAs in order, c = a[t] * b[t] + c."""
+    return Model("fma", k, output="rne_fp64")
+
+
+def _fp64() -> list[Preset]:
+    out = []
+    for arch, shapes in _NV_FP64.items():
+        for st in shapes:
+            m, n, k = _mnk(st.split(".")[0])
+            out.append(Preset(f"{arch}.mma.{st}", arch, "mma", m, n, k, "fp64", "fp64", "fp64", "fp64",
+                              _fp64_model(k)))
+    for arch, suffixes in _AMD_FP64.items():
+        for suffix in suffixes:
+            _, shape, _, _ = _amd_types(suffix)
+            m, n, k = (int(x) for x in shape.split("x"))
+            out.append(Preset(f"{arch}.mfma.{suffix}", arch, "mfma", m, n, k, "fp64", "fp64", "fp64", "fp64",
+                              _fp64_model(k)))
+    return out
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in _nvidia() + _amd() + _fp64()}

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from softfloat16.formats import FORMATS
 from softfloat16._kernels import mma as kernel
-from softfloat16.mma import _decoded, _format, mma, preset
+from softfloat16.mma import FP64, _decoded, _format, mma, preset
 from softfloat16.mma_presets import Preset
 
 # What each case stresses: a kind of operand values (see random_operands) and of C.
@@ -41,7 +40,7 @@ def _codes(name: str, rng: np.random.Generator, shape, kind: str) -> np.ndarray:
     fbits, bias = fmt.fraction_bits, fmt.bias
     top_field = (1 << fmt.exponent_bits) - 1
     frac = rng.integers(0, 1 << fbits, shape, dtype=np.int64) if fbits else 0
-    any_code = rng.integers(0, 1 << width, shape, dtype=np.int64)
+    any_code = rng.integers(0, 1 << width, shape, dtype=np.uint64).view(np.int64)  # FP64: the sign in int64's
     if kind == "near_one":
         field = np.clip(bias + rng.integers(-3, 4, shape), 1, max(top_field - 1, 1))
         codes = sign | (field << fbits) | frac
@@ -67,8 +66,12 @@ def _codes(name: str, rng: np.random.Generator, shape, kind: str) -> np.ndarray:
 
 def _without_specials(codes: np.ndarray, name: str) -> np.ndarray:
     """Codes with their NaN and infinity patterns replaced by +0 (the "specials" cases draw them)."""
-    cls = _decoded(codes, name)[0]
-    return np.where((cls == kernel.INF) | (cls == kernel.NAN), 0, codes)
+    if name == FP64.name:
+        special = (codes >> 52) & 0x7FF == 0x7FF
+    else:
+        cls = _decoded(codes, name)[0]
+        special = (cls == kernel.INF) | (cls == kernel.NAN)
+    return np.where(special, 0, codes)
 
 
 def random_operands(p: Preset, rows: int, cols: int, k: int, kind: str, seed: int) -> tuple:
@@ -99,8 +102,9 @@ def _spread_scale(name: str, codes: np.ndarray, spread: np.ndarray) -> np.ndarra
 # --- running MMA-Sim ------------------------------------------------------------------------------
 _TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "tf32_fp32": "float32",
                  "fp8_e4m3fn": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "fp8_e4m3fnuz": "float8_e4m3fnuz",
-                 "fp8_e5m2fnuz": "float8_e5m2fnuz", "e8m0": "float8_e8m0fnu", "ue4m3": "float8_e4m3fn"}
-_SIGNED_VIEW = {1: "int8", 2: "int16", 4: "int32"}
+                 "fp8_e5m2fnuz": "float8_e5m2fnuz", "e8m0": "float8_e8m0fnu", "ue4m3": "float8_e4m3fn",
+                 "fp64": "float64"}
+_SIGNED_VIEW = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 
 def _tensor(bits: np.ndarray, name: str, packed_fp4: bool):
@@ -115,7 +119,9 @@ def _tensor(bits: np.ndarray, name: str, packed_fp4: bool):
     dtype = getattr(torch, _TORCH_DTYPES[name])
     size = torch.empty((), dtype=dtype).element_size()
     signed = bits.astype(np.int64)
-    signed = np.where(signed >> (8 * size - 1), signed - (1 << (8 * size)), signed).astype(_SIGNED_VIEW[size])
+    if size < 8:  # FP64's patterns are int64s already
+        signed = np.where(signed >> (8 * size - 1), signed - (1 << (8 * size)), signed)
+    signed = signed.astype(_SIGNED_VIEW[size])
     return torch.from_numpy(signed).view(dtype)
 
 
@@ -162,7 +168,9 @@ def mmasim_gemm(p: Preset, a, b, c, scale_a=None, scale_b=None) -> np.ndarray:
                              _tensor(sb_vec[:, s:s + blocks], p.scale, False))
     width = acc.element_size()
     bits = acc.contiguous().view(getattr(torch, _SIGNED_VIEW[width])).numpy().astype(np.int64)
-    return (bits & ((1 << (8 * width)) - 1)).reshape(rows, cols)
+    if width < 8:
+        bits &= (1 << (8 * width)) - 1
+    return bits.reshape(rows, cols)  # FP64: the uint64 patterns in int64s
 
 
 def compare(name: str, rows: int, cols: int, k: int, kind: str, seed: int) -> tuple[int, int, list]:
@@ -173,12 +181,17 @@ def compare(name: str, rows: int, cols: int, k: int, kind: str, seed: int) -> tu
     theirs = mmasim_gemm(p, a, b, c, sa, sb)
     differ = ours != theirs
     if p.model.adder in HOST_NAN_ADDERS:
-        d = FORMATS[p.d]
+        d = _format(p.d)
         nan_ours = np.isnan(ours.astype(d.dtype).view(d.float_dtype_name))
         nan_theirs = np.isnan(theirs.astype(d.dtype).view(d.float_dtype_name))
         differ &= ~(nan_ours & nan_theirs)
     where = np.argwhere(differ)[:5]
-    examples = [dict(i=int(i), j=int(j), ours=hex(int(ours[i, j])), mmasim=hex(int(theirs[i, j])),
-                     a=[hex(int(x)) for x in a[i]], b=[hex(int(x)) for x in b[:, j]], c=hex(int(c[i, j])))
+    examples = [dict(i=int(i), j=int(j), ours=_hex(ours[i, j]), mmasim=_hex(theirs[i, j]), a=[_hex(x) for x in a[i]],
+                     b=[_hex(x) for x in b[:, j]], c=_hex(c[i, j]))
                 for i, j in where]
     return differ.size, int(differ.sum()), examples
+
+
+def _hex(x) -> str:
+    """A pattern in hex (FP64's, held in an int64, as its uint64)."""
+    return hex(int(x) % (1 << 64))

@@ -22,7 +22,8 @@ documents the models and which preset uses which):
 - ``ADD_EXACT`` (AMD CDNA1): the exact sum of the products and ``c``, rounded once to nearest even.
 - ``ADD_FTZ_PAIRS`` / ``ADD_FTZ_QUADS`` (AMD CDNA2): products rounded into FP32, then added in pairs
   (and pairs of pairs) into ``c`` with FP32 additions; subnormal inputs and results are flushed.
-- ``ADD_FMA``: a chain of FP32 fused multiply-adds.
+- ``ADD_FMA``: a chain of FP32 fused multiply-adds (the FP64 instructions' binary64 chain:
+  softfloat16._kernels.mma_fma64).
 
 A NaN result is ``nan_bits`` (0x7fffffff for FP32, 0x7fff for FP16); an exact zero is +0 except
 where the model keeps the sign of zeros (the AMD adders).
@@ -35,7 +36,7 @@ from .core import FINITE, IEEE, INF, NAN, RNE, RTZ, ZERO, bias_of, exact_zero_si
 
 ADD_TRUNCATED, ADD_GROUPS, ADD_C_APART, ADD_C_APART_SPLIT, ADD_EXACT, ADD_FTZ_PAIRS, ADD_FTZ_QUADS, ADD_FMA = range(8)
 # What the adder's sum becomes (the output's format and rounding).
-OUT_RZ_FP32, OUT_RZ_E8M13, OUT_RNE_FP16, OUT_RNE_FP32 = range(4)
+OUT_RZ_FP32, OUT_RZ_E8M13, OUT_RNE_FP16, OUT_RNE_FP32, OUT_RNE_FP64 = range(5)  # FP64: _kernels.mma_fma64
 NO_EXPONENT = -(1 << 20)  # a zero term that takes no part in the alignment maximum
 FP32_FRACTION_BITS = 23
 FP32_EMIN = -126
