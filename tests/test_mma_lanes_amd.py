@@ -58,17 +58,23 @@ def _spread(codes, name, spread):
     return (codes & ~(((1 << e) - 1) << f)) | (field << f)
 
 
+def test_a_float64_tie_is_not_an_fp32_tie():
+    """(1 + 2**-18) * 2**-24 (1 - 2**-18) + (1 + 2**-23) is 1 + 2**-23 + 2**-24 - 2**-60: float64 rounds
+    it to the FP32 midpoint 1 + 2**-23 + 2**-24 (a tie, to even: 1 + 2**-22); once rounded, it is
+    1 + 2**-23, below the midpoint."""
+    a = np.array([[0x3F800020]], np.uint32)
+    b = np.array([[0x337FFFC0]], np.uint32)
+    scalar, lanes, _ = _both("cdna1.mfma.f32_32x32x1f32", a, b, np.array([[0x3F800001]], np.uint32))
+    assert scalar[0, 0] == lanes[0, 0] == 0x3F800001
+
+
 def test_exact_adder_falls_back_where_float64_is_not_exact():
-    """A huge c and tiny products: their float64 sum rounds, so the lane takes the scalar step."""
-    name = "cdna1.mfma.f32_32x32x8f16"
-    a = np.full((1, 4), 0x0001, np.uint16)  # fp16 2**-24: products 2**-48
-    b = np.full((4, 1), 0x0001, np.uint16)
-    c = np.array([[0x7F000000]], np.uint32)  # 2**127
-    scalar, lanes, _ = _both(name, a, b, c)
-    assert scalar[0, 0] == lanes[0, 0] == 0x7F000000
-    c = np.array([[0x2C800001]], np.uint32)  # 2**-38 (1 + 2**-23): its last bit and 4 * 2**-48 round together
-    scalar, lanes, _ = _both(name, a, b, c)
-    assert np.array_equal(scalar, lanes)
+    """256 (1 + 2**-23) + 2**-8 * 2**-8 - 2**-24 * 2**-24 spans 57 bits: float64 rounds it to the FP32
+    midpoint (a tie, to even: 256 (1 + 2**-22)); the lane takes the scalar step, 256 (1 + 2**-23)."""
+    a = np.array([[0x1C00, 0x0001, 0, 0]], np.uint16)  # fp16 2**-8, 2**-24
+    b = np.array([[0x1C00], [0x8001], [0], [0]], np.uint16)  # 2**-8, -2**-24
+    scalar, lanes, _ = _both("cdna1.mfma.f32_32x32x8f16", a, b, np.array([[0x43800001]], np.uint32))
+    assert scalar[0, 0] == lanes[0, 0] == 0x43800001
 
 
 @needs_mmasim
