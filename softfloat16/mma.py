@@ -6,7 +6,8 @@ dot-product-add: the products are exact; the hardware aligns them on the largest
 factors' exponents (a subnormal factor counts at its format's minimum exponent, a zero term at a
 fixed exponent), keeps a fixed number of bits below it, adds, and rounds once into the output; an
 instruction with a large k runs as several such steps, each one's result fed to the next as the
-accumulator. docs/hardware.md has the table of architectures, formats and rules.
+accumulator. The FP64 instructions are chains of binary64 fused multiply-adds (uint64 patterns in
+and out). docs/hardware.md has the table of architectures, formats and rules.
 
 >>> import numpy as np, softfloat16 as sf
 >>> a = np.array([[0x3C00, 0x3C00, 0x3C00, 0x1400]], np.uint16)   # fp16: 1, 1, 1, 2**-10

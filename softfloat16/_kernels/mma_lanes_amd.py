@@ -269,6 +269,7 @@ def ftz_plan(a, b) -> int:
 
 def mma_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params) -> None:
     """mma.mma_gemm (same arguments, same bits) for the adders of ADDERS, in lanes (FP32 C and D)."""
+    # (An FMA chain's model leaves its output field at the default: every FMA rounds to nearest even.)
     if params[0] not in ADDERS or tuple(c_fmt[:4]) != FP32[:4] or tuple(d_fmt[:4]) != FP32[:4] or \
             params[4] != OUT_RNE_FP32 and params[0] != ADD_FMA:
         scalar_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params)
