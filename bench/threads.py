@@ -55,8 +55,6 @@ def operations(n):
     x16, y16 = (sf.fp16.from_float(v) for v in values[:2])
     a16 = sf.fp16.from_float(rng.standard_normal((256, 256)))
     b16 = sf.fp16.from_float(rng.standard_normal((256, 256)))
-    a32 = sf.fp32.from_float(rng.standard_normal((256, 256)))
-    b32 = sf.fp32.from_float(rng.standard_normal((256, 256)))
     return {
         "fp32 add": lambda: sf.fp32.add(x32, y32),
         "fp32 mul": lambda: sf.fp32.mul(x32, y32),
@@ -70,8 +68,8 @@ def operations(n):
         "matmul fp16 (256x256) @ (256x256), sequential, FP32 accumulation":
             lambda: linalg.matmul(a16, b16, sf.fp16),
         "matmul fp16 (256x256) @ (256x256), pairwise": lambda: linalg.matmul(a16, b16, sf.fp16, order="pairwise"),
-        "matmul fp32 (256x256) @ (256x256), tensorcore":
-            lambda: linalg.matmul(a32, b32, sf.fp32, order="tensorcore"),
+        "matmul fp16 (256x256) @ (256x256), tensorcore (h100)":
+            lambda: linalg.matmul(a16, b16, sf.fp16, out_format=sf.fp32, order="tensorcore"),
     }
 
 

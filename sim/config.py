@@ -145,11 +145,14 @@ class TrainConfig:
             raise ValueError(f"--accumulate tensorcore applies to fp32, fp16, bf16 and fp8; {self.precision} "
                              "products are summed per block as softfloat16.mx.matmul defines")
         for name, low, high in (("amax_history", 1, MAX_AMAX_HISTORY), ("fp8_margin", 0, MAX_FP8_MARGIN),
-                                ("block_size", 1, 1024), ("tc_block", 1, 1024), ("tc_fraction_bits", 1, 52),
+                                ("block_size", 1, 1024), ("tc_block", 1, 1024), ("tc_fraction_bits", 1, 50),
                                 ("promote_every", 1, 1 << 20)):
             value = getattr(self, name)
             if value is not None and not (_integer(value) and low <= value <= high):
                 raise ValueError(f"--{name.replace('_', '-')} must be an integer in [{low}, {high}], got {value!r}")
+        if self.promote_every is not None and self.promote_every % (self.tc_block or 16):
+            raise ValueError(f"--promote-every must be a multiple of --tc-block ({self.tc_block or 16}: the tensor "
+                             f"core adds whole blocks), got {self.promote_every}")
 
     def _check(self) -> None:
         for name, allowed in (("precision", PRECISIONS), ("loss_scale", LOSS_SCALES),

@@ -4,10 +4,10 @@ Every layer computes ``y = x @ W`` in the forward pass and ``dx = dy @ W^T`` (dg
 ``dW = x^T @ dy`` (wgrad) in the backward pass. A :class:`Products` object decides how:
 
 - :class:`Accumulation`: products are exact; they are summed in FP32 in k order (``fp32``), or
-  as the tensor-core model of :class:`softfloat16.linalg.TensorCore` says (``tensorcore``: blocks
-  of exact products aligned to the largest and truncated to a number of fraction bits), optionally
-  adding the partial sum into an FP32 accumulator every ``promote_every`` products (DeepSeek-V3's
-  remedy for the ~14 bits an H800 FP8 GEMM keeps).
+  as the tensor-core adder of :class:`softfloat16.linalg.TensorCore` says (``tensorcore``: blocks
+  of exact products aligned as the hardware aligns them and truncated to a number of fraction
+  bits), optionally adding the partial sum into an FP32 accumulator every ``promote_every``
+  products (DeepSeek-V3's remedy for the ~14 bits an H800 FP8 GEMM keeps).
 - :class:`PlainProducts` (fp32, fp16, bf16): operands in the compute format, as before.
 - :class:`Fp8Products` (``fp8``): FP32 tensors between the products; each product quantises its
   operands with one scale per tensor (E4M3FN for activations and weights, E5M2 for gradients:
@@ -62,9 +62,10 @@ _ROLES = ("input", "weight", "grad_output")
 @dataclasses.dataclass(frozen=True)
 class Accumulation:
     """How a product's exact terms are summed: ``order`` "sequential" (FP32, k ascending) or
-    "tensorcore" (``tensor_core``'s model, each block's sum rounded toward zero into FP32), and,
-    for the tensor-core model, ``promote_every``: every K products the partial sum (from +0) is
-    added into an FP32 accumulator (RNE), which is rounded once to the output format at the end.
+    "tensorcore" (``tensor_core``'s adder, softfloat16.tensor_cores.TensorCore: each block's sum
+    rounded toward zero into FP32), and, for the tensor core, ``promote_every`` (a multiple of its
+    block): every K products the partial sum (from +0) is added into an FP32 accumulator (RNE),
+    which is rounded once to the output format at the end (softfloat16.mma.gemm).
 
     >>> import numpy as np, softfloat16 as sf
     >>> a = sf.fp16.from_float(np.array([[1.0] + [2.0**-12] * 31]))
@@ -76,7 +77,7 @@ class Accumulation:
     """
 
     order: str = "sequential"
-    tensor_core: linalg.TensorCore | None = None
+    tensor_core: linalg.TensorCore | str | None = None
     promote_every: int | None = None
 
     def matmul(self, a: np.ndarray, b: np.ndarray, fmt: sf.Format, out_format: sf.Format,
@@ -85,22 +86,17 @@ class Accumulation:
         exact, summed as this accumulation says, rounded once to ``out_format``."""
         if self.order == "sequential":
             return linalg.matmul(a, b, fmt, accumulate=F32, out_format=out_format, b_format=b_format)
-        if self.promote_every is None:
-            return linalg.matmul(a, b, fmt, accumulate=F32, out_format=out_format, order="tensorcore",
-                                 tensor_core=self.tensor_core, b_format=b_format)
-        total = np.zeros((a.shape[0], b.shape[1]), np.uint32)
-        for start in range(0, a.shape[1], self.promote_every):
-            stop = start + self.promote_every
-            part = linalg.matmul(a[:, start:stop], b[start:stop], fmt, accumulate=F32, out_format=F32,
-                                 order="tensorcore", tensor_core=self.tensor_core, b_format=b_format)
-            total = np.asarray(F32.add(total, part))
-        return total if out_format is F32 else np.asarray(sf.convert(total, src=F32, dst=out_format))
+        return linalg.matmul(a, b, fmt, accumulate=F32, out_format=out_format, order="tensorcore",
+                             tensor_core=self.tensor_core, b_format=b_format, promote_every=self.promote_every)
 
     def describe(self) -> dict[str, Any]:
         """The accumulation as trace attributes."""
         if self.order == "sequential":
             return {"accumulate": "fp32"}
         tc = self.tensor_core
+        if not isinstance(tc, linalg.TensorCore):  # a GPU or an instruction, by name
+            return {"accumulate": "tensorcore", "tensor_core": getattr(tc, "name", tc),
+                    "promote_every": self.promote_every}
         return {"accumulate": "tensorcore", "tc_block": tc.products_per_block, "tc_fraction_bits": tc.fraction_bits,
                 "promote_every": self.promote_every}
 

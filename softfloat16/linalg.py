@@ -5,15 +5,15 @@ exact, they are added in the accumulation format (FP32 by default) in a defined 
 addition rounded once, and the finished sum is rounded once more to the output format. So an
 FP16 matmul with FP32 accumulation is defined by its order alone, and reproducible to the bit.
 
-``order="tensorcore"`` is the other policy GPUs use: a tensor core adds a whole block of exact
-products (and the running accumulator) in one multi-operand adder that aligns them to the
-largest exponent, truncates, and normalises once (:class:`TensorCore`).
+``order="tensorcore"`` is the other policy GPUs use: a matrix unit adds a block of exact products
+(and the running accumulator) in one multi-operand adder that aligns them, truncates, and
+normalises once. It runs on the instruction models of softfloat16.mma: a GPU by name
+(``tensor_core="h100"``), an instruction preset, or a :class:`TensorCore` of your own
+(softfloat16.tensor_cores).
 """
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-
 import numpy as np
 
 from ._kernels import matmul as kernels
@@ -25,72 +25,14 @@ from .formats import format as parse_format
 from .ops import as_bits, convert
 from .reductions import dot, sum  # noqa: A004 - sf.linalg.sum, as the API names it
 from .rounding import Rounding, parse_rounding
+from .tensor_cores import TENSOR_CORES, TensorCore, resolve
 from .threads import numba_threads
 
 __all__ = ["ORDERS", "TENSOR_CORES", "TensorCore", "dot", "matmul", "sum"]
 
-ORDERS = kernels.ROWS._fields  # ("sequential", "pairwise", "tensorcore"): one row kernel each
+ORDERS = kernels.ROWS._fields + ("tensorcore",)  # a row kernel each; tensorcore: softfloat16.mma
 # Products with fewer multiply-adds than this run on one thread: starting threads costs more.
 PARALLEL_MIN_MACS = 1 << 20
-
-
-@dataclass(frozen=True)
-class TensorCore:
-    """The accumulation of one GPU's tensor cores, as a model with two parameters.
-
-    Each multiply-accumulate instruction computes ``c + p_1 + ... + p_B`` for a block of
-    ``products_per_block`` (B) exact products ``p_t`` and the running FP32 accumulator ``c``:
-    the largest exponent E among the nonzero terms (``c`` included) fixes a quantum
-    ``2**(E - fraction_bits)``; every term is truncated toward zero to a multiple of it (the
-    adder keeps ``fraction_bits`` bits below the leading bit of the largest term, no guard or
-    sticky bits); the truncated terms are added exactly and the sum is normalised once and
-    rounded toward zero into the accumulation format. Blocks run in k order; the first ``c`` is
-    +0. The finished accumulator is then rounded to the output format with ``matmul``'s
-    ``rounding`` (RNE by default: the epilogue's conversion).
-
-    Sources: Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ
-    Comput. Sci. 7:e330 (2021) measured this structure on V100/T4/A100: exact products, alignment
-    to the largest magnitude with the accumulator among the terms, truncation without guard bits,
-    one normalisation, round-toward-zero output. The Hopper parameters (16 products per block, 25
-    fraction bits) for H100/H200 come from later measurements on Hopper (Khattak and Mikaitis,
-    "Accurate Models of NVIDIA Tensor Cores", arXiv:2512.07004, model V100/A100/H100/B200
-    bit-accurately). This repository has not measured
-    them itself; ``bench/gpu_check.sh`` compares the model with cuBLAS when a GPU is available.
-    The hardware aligns on exponent sums, not on each product's leading bit, counts zero terms at
-    a fixed exponent and overflows to inf: this model differs from it in the last bit of 5-34 % of
-    dot products. For the hardware's bits pass an instruction preset instead (``tensor_core=
-    "hopper.wgmma.m64n8k16.f32.f16.f16"``: softfloat16.mma, docs/hardware.md).
-
-    >>> TENSOR_CORES["h100"]
-    TensorCore(products_per_block=16, fraction_bits=25)
-    """
-
-    products_per_block: int = 16
-    fraction_bits: int = 25
-
-    def __post_init__(self) -> None:
-        for name, value, low, high in (("products_per_block", self.products_per_block, 1, 1024),
-                                       ("fraction_bits", self.fraction_bits, 1, 52)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-                # The bounds keep the exact block sum inside an int64.
-                raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
-
-
-#: Tensor-core parameters by GPU, from the measurements above (FP16/BF16 in, FP32 accumulation).
-TENSOR_CORES = {
-    "h100": TensorCore(products_per_block=16, fraction_bits=25),
-    "h200": TensorCore(products_per_block=16, fraction_bits=25),
-}
-
-
-def _tensor_core(value: TensorCore | str) -> TensorCore:
-    if isinstance(value, TensorCore):
-        return value
-    if isinstance(value, str) and value.lower() in TENSOR_CORES:
-        return TENSOR_CORES[value.lower()]
-    raise ValueError(
-        f"tensor_core: expected a TensorCore or one of {', '.join(TENSOR_CORES)}, got {value!r}"
-    )
 
 
 @functools.cache
@@ -100,8 +42,8 @@ def _lanes_kernel(*constants):
 
 @functools.cache
 def _float64_lanes_kernel(order, *constants):
-    return {"sequential": matmul_lanes.make_sequential_lanes, "pairwise": matmul_lanes.make_pairwise_lanes,
-            "tensorcore": matmul_lanes.make_tensorcore_lanes}[order](*constants)
+    return {"sequential": matmul_lanes.make_sequential_lanes, "pairwise": matmul_lanes.make_pairwise_lanes}[order](
+        *constants)
 
 
 def _lanes_wasted(columns: int, lanes: int = kernels.LANES) -> int:
@@ -109,12 +51,10 @@ def _lanes_wasted(columns: int, lanes: int = kernels.LANES) -> int:
     return -columns % lanes
 
 
-def _float64_lanes(fmt: Format, b_format: Format, accumulate: Format, order: str, core: TensorCore | None) -> bool:
+def _float64_lanes(fmt: Format, b_format: Format, accumulate: Format) -> bool:
     """Whether the float64-lane kernels (softfloat16._kernels.matmul_lanes) take this product:
-    every value and exact product is then a float64, and (tensor cores) a block's sum is exact."""
-    if max(fmt.exponent_bits, b_format.exponent_bits, accumulate.exponent_bits) > 8:
-        return False
-    return core is None or matmul_lanes.tensorcore_lanes_exact(core.products_per_block, core.fraction_bits)
+    every value and exact product is then a float64."""
+    return max(fmt.exponent_bits, b_format.exponent_bits, accumulate.exponent_bits) <= 8
 
 
 def _exact_in(fmt: Format, accumulate: Format) -> bool:
@@ -150,6 +90,9 @@ def _matmul_instruction(a, b, fmt: Format, b_format: Format, accumulate: Format,
         raise ValueError(f"accumulate: {p.name} accumulates in {acc.name}"
                          f"{' (split_k / promote_every reduce in fp32)' if promoted else ''}; pass accumulate="
                          f"'{acc.name}'")
+    a, b = _matrix(a, fmt, "a"), _matrix(b, b_format, "b")
+    if a.shape[1] == 0 and b.shape[0] == 0:  # an empty sum: +0, as in the other orders
+        return np.zeros((a.shape[0], b.shape[1]), out_format.dtype)
     bits = mma.gemm(a, b, p, split_k=1 if split_k is None else split_k, promote_every=promote_every)
     if out_format is acc:
         return bits
@@ -188,23 +131,26 @@ def matmul(
       loop a plain CPU GEMM reference or an explicit CUDA k-loop performs.
     - ``order="pairwise"``: the products summed as a binary tree (see
       ``softfloat16._kernels.matmul.pairwise_row`` for the exact tree).
-    - ``order="tensorcore"``: blocks of products added as ``tensor_core`` (a :class:`TensorCore`
-      or a preset name, default ``"h100"``) says, each block's sum rounded toward zero into
-      ``accumulate``; ``rounding`` then applies only to the final conversion to ``out_format``.
-      ``tensor_core`` may also name a GPU instruction (``softfloat16.mma.presets()``, e.g.
-      ``"hopper.wgmma.m64n8k32.f32.e4m3.e4m3"``): the GEMM is then that instruction chained over K
-      exactly as the hardware computes it (``softfloat16.mma.gemm``), with the kernel options
-      ``split_k`` and ``promote_every``; ``fmt``/``b_format`` must be the instruction's input
-      formats and ``accumulate`` its D format (FP32 with ``split_k``/``promote_every``).
+    - ``order="tensorcore"``: the GEMM runs on a matrix-unit instruction chained over K exactly as
+      the hardware computes it (``softfloat16.mma.gemm``): ``tensor_core`` is a GPU or architecture
+      name (default ``"h100"``: the instruction its GEMM kernels issue for ``fmt`` x ``b_format``
+      into ``accumulate``, softfloat16.tensor_cores.instruction), an instruction preset
+      (``softfloat16.mma.presets()``, e.g. ``"hopper.wgmma.m64n8k32.f32.e4m3.e4m3"``: ``fmt`` and
+      ``b_format`` must be its inputs and ``accumulate`` its D format) or a :class:`TensorCore`
+      (any input format, FP32 accumulation). The kernel options ``split_k`` and ``promote_every``
+      reduce partial results in FP32 (then ``accumulate`` is FP32). ``rounding`` applies only to
+      the final conversion to ``out_format``.
 
     Every addition is rounded once to ``accumulate`` with ``rounding``; the sum is then rounded
     once to ``out_format`` with the same mode. Products are exact for every format of at most 24
     significand bits; a product outside the accumulation format's range (possible for BF16/FP32
     inputs) overflows or underflows when it is first added. Subnormals are kept (no FTZ/DAZ).
     IEEE rules apply to zeros and infinities (the sequential sum starts from +0, so -0 terms
-    alone give +0 there; an empty sum is +0 in both orders); every NaN result (a NaN input,
+    alone give +0 there; an empty sum is +0 in every order); every NaN result (a NaN input,
     inf * 0, inf - inf) is ``out_format``'s default NaN, +qNaN with only the quiet bit set
-    (payloads are not propagated). No flags are returned.
+    (payloads are not propagated), except in the tensor-core order: there it is the instruction's
+    one NaN pattern (0x7fffffff in FP32), converted to ``out_format`` keeping its payload (0x7fff in
+    FP16). No flags are returned.
 
     >>> import numpy as np, softfloat16 as sf
     >>> a = sf.fp16.from_float(np.array([[1.0, 2.0**-11]]))
@@ -222,19 +168,14 @@ def matmul(
     b_format = fmt if b_format is None else parse_format(b_format)
     accumulate = parse_format(accumulate)
     out_format = fmt if out_format is None else parse_format(out_format)
-    if order == "tensorcore" and isinstance(tensor_core, (str, mma.Preset)) and (
-            isinstance(tensor_core, mma.Preset) or tensor_core.lower() not in TENSOR_CORES):
-        try:
-            instruction = mma.preset(tensor_core)
-        except ValueError as exc:
-            raise ValueError(f"tensor_core: expected a TensorCore, one of {', '.join(TENSOR_CORES)} or a GPU "
-                             f"instruction; {str(exc).removeprefix('preset: ')}") from None
+    if order == "tensorcore":
+        promoted = split_k not in (None, 1) or promote_every is not None
+        instruction = resolve(tensor_core, fmt, b_format, fp32 if promoted else accumulate)
         return _matmul_instruction(a, b, fmt, b_format, accumulate, out_format, rounding, instruction, split_k,
                                    promote_every)
     for name, value in (("split_k", split_k), ("promote_every", promote_every)):
         if value is not None:
-            raise ValueError(f"{name}: only a GPU instruction preset (order='tensorcore', tensor_core=a name of "
-                             "softfloat16.mma.presets()) takes it")
+            raise ValueError(f"{name}: only order='tensorcore' (a GPU instruction) takes it")
     if order not in ORDERS:
         raise ValueError(f"order: unknown accumulation order {order!r}; accepted: {', '.join(ORDERS)}")
     mode = int(parse_rounding(rounding))
@@ -269,13 +210,12 @@ def matmul(
     use_parallel = m > 1 and m * k * n >= PARALLEL_MIN_MACS and numba_threads() > 1
     formats = (accumulate.exponent_bits, accumulate.fraction_bits, out_format.exponent_bits,
                out_format.fraction_bits, mode)
-    core = _tensor_core(tensor_core) if order == "tensorcore" else None
     uint32_lanes = order == "sequential" and b_format is fmt and _exact_in(fmt, accumulate)
-    float64_lanes = not uint32_lanes and _float64_lanes(fmt, b_format, accumulate, order, core)
+    float64_lanes = not uint32_lanes and _float64_lanes(fmt, b_format, accumulate)
     lanes = kernels.LANES if uint32_lanes else matmul_lanes.LANES
     if (uint32_lanes or float64_lanes) and _lanes_wasted(m, lanes) < _lanes_wasted(n, lanes):
         # Few columns, more rows: C.T = B.T @ A.T has the same sums in the same order.
-        return matmul(b_bits.T, a_bits.T, b_format, accumulate, out_format, order, rounding, tensor_core,
+        return matmul(b_bits.T, a_bits.T, b_format, accumulate, out_format, order, rounding,
                       b_format=fmt).T.copy()
     if uint32_lanes:
         # Products exact in the accumulation format: the SIMD-lane kernel in uint32.
@@ -290,15 +230,8 @@ def matmul(
     if float64_lanes:
         acc = (accumulate.exponent_bits, accumulate.fraction_bits)
         outs = (out_format.exponent_bits, out_format.fraction_bits)
-        if core is not None:
-            kernel = _float64_lanes_kernel(order, *acc, use_parallel)
-            kernel(unpacked_a, unpacked_bt, out, int(core.products_per_block), int(core.fraction_bits), *outs, mode)
-        else:
-            compiled_mode = mode if mode == Rounding.RNE else matmul_lanes.ANY_ROUNDING
-            _float64_lanes_kernel(order, *acc, compiled_mode, use_parallel)(unpacked_a, unpacked_bt, out, *outs, mode)
+        compiled_mode = mode if mode == Rounding.RNE else matmul_lanes.ANY_ROUNDING
+        _float64_lanes_kernel(order, *acc, compiled_mode, use_parallel)(unpacked_a, unpacked_bt, out, *outs, mode)
         return out.astype(out_format.dtype, copy=False)
-    params = formats
-    if core is not None:
-        params = (int(core.products_per_block), int(core.fraction_bits)) + formats
-    kernels.MATMUL[order][use_parallel](unpacked_a, unpacked_bt, out, *params)
+    kernels.MATMUL[order][use_parallel](unpacked_a, unpacked_bt, out, *formats)
     return out.astype(out_format.dtype, copy=False)

@@ -73,7 +73,7 @@ def _layout(name: str) -> tuple[int, int, int, int, int]:
 def _format(name: str) -> Format:
     if name == FP64.name:
         return FP64
-    return FORMATS["fp8_e4m3fn" if name == _UE4M3 else name]
+    return parse_format("fp8_e4m3fn" if name == _UE4M3 else name)  # P3109 formats too
 
 
 # Where the unit ignores bits, any pattern of the register's width is read: TF32 from FP32

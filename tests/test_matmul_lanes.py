@@ -22,8 +22,7 @@ from softfloat16._kernels import matmul as kernels
 from softfloat16._kernels import matmul_lanes
 
 MODES = ("rne", "rna", "rtz", "rup", "rdn", "rod")
-ORDERS = ("sequential", "pairwise", "tensorcore")
-H100 = (16, 25)
+ORDERS = ("sequential", "pairwise")
 
 
 def unpacked(a, b, fmt, b_format):
@@ -35,31 +34,25 @@ def unpacked(a, b, fmt, b_format):
     return ua, ub
 
 
-def scalar_matmul(a, b, fmt, order, rounding="rne", b_format=None, accumulate=sf.fp32, out=sf.fp32, core=H100):
+def scalar_matmul(a, b, fmt, order, rounding="rne", b_format=None, accumulate=sf.fp32, out=sf.fp32):
     """The reference: the scalar kernel of the order, called directly."""
     ua, ub = unpacked(a, b, fmt, b_format or fmt)
     result = np.empty((a.shape[0], b.shape[1]), np.uint32)
     params = (accumulate.exponent_bits, accumulate.fraction_bits, out.exponent_bits, out.fraction_bits,
               int(sf.Rounding[rounding.upper()]))
-    if order == "tensorcore":
-        params = core + params
     kernels.MATMUL[order][0](ua, ub, result, *params)
     return result
 
 
-def lane_matmul(a, b, fmt, order, rounding="rne", b_format=None, accumulate=sf.fp32, out=sf.fp32, core=H100):
+def lane_matmul(a, b, fmt, order, rounding="rne", b_format=None, accumulate=sf.fp32, out=sf.fp32):
     """The lane kernel linalg.matmul uses, called directly -> (bits, elements the scalar path redid)."""
     ua, ub = unpacked(a, b, fmt, b_format or fmt)
     result = np.empty((a.shape[0], b.shape[1]), np.uint32)
     mode = int(sf.Rounding[rounding.upper()])
     acc = (accumulate.exponent_bits, accumulate.fraction_bits)
-    if order == "tensorcore":
-        kernel = linalg._float64_lanes_kernel(order, *acc, False)
-        redone = kernel(ua, ub, result, *core, out.exponent_bits, out.fraction_bits, mode)
-    else:
-        compiled = mode if rounding == "rne" else matmul_lanes.ANY_ROUNDING
-        kernel = linalg._float64_lanes_kernel(order, *acc, compiled, False)
-        redone = kernel(ua, ub, result, out.exponent_bits, out.fraction_bits, mode)
+    compiled = mode if rounding == "rne" else matmul_lanes.ANY_ROUNDING
+    kernel = linalg._float64_lanes_kernel(order, *acc, compiled, False)
+    redone = kernel(ua, ub, result, out.exponent_bits, out.fraction_bits, mode)
     return result, redone
 
 
@@ -142,10 +135,10 @@ def test_lanes_give_the_scalar_kernels_bits(case, order, rounding):
         assert 0 < redone < m * n // 2, redone
 
 
-# Each (order, accumulation format, rne or not) is a compiled build (~6 s on CI): every order
-# once, the two formats and the two kinds of build each more than once.
+# Each (order, accumulation format, rne or not) is a compiled build (~6 s on CI): every order,
+# the two formats and the two kinds of build each at least once.
 @pytest.mark.parametrize(("order", "accumulate", "rounding"), [
-    ("sequential", "fp16", "rne"), ("pairwise", "bf16", "rtz"), ("tensorcore", "fp16", "rdn")])
+    ("sequential", "fp16", "rne"), ("pairwise", "bf16", "rtz"), ("pairwise", "fp16", "rdn")])
 def test_narrow_accumulation_formats(order, accumulate, rounding):
     """FP16 and BF16 accumulators: subnormal and overflowing sums come much sooner. (One mode
     each: every build of a lane kernel costs seconds of compilation.)"""
@@ -185,26 +178,13 @@ def test_odd_shapes_through_linalg_matmul(shape):
     column (run transposed), n a multiple of the lane count and not."""
     m, k, n = shape
     rng = np.random.default_rng(shape)
-    for fmt, order in ((sf.fp32, "sequential"), (sf.fp16, "pairwise"), (sf.bf16, "tensorcore"), (sf.fp32, "pairwise")):
+    for fmt, order in ((sf.fp32, "sequential"), (sf.fp16, "pairwise"), (sf.bf16, "sequential"), (sf.fp32, "pairwise")):
         a = fmt.from_float(rng.standard_normal((m, k)) * 3.0 ** rng.integers(-40, 40, (m, k)))
         b = fmt.from_float(rng.standard_normal((k, n)) * 3.0 ** rng.integers(-40, 40, (k, n)))
         for rounding in ("rne", "rdn"):
             got = linalg.matmul(a, b, fmt, out_format=sf.fp32, order=order, rounding=rounding)
             assert got.shape == (m, n) and got.dtype == np.uint32
             assert_same_bits(got, scalar_matmul(a, b, fmt, order, rounding), f"{shape} {order} {rounding}")
-
-
-def test_linalg_matmul_uses_the_lanes_for_other_tensor_cores():
-    """Tensor-core parameters whose block sums fit float64 take the lanes (block and fraction bits
-    are run-time values); others keep the scalar kernel: the same bits either way."""
-    rng = np.random.default_rng(5)
-    a, b = edge_matrices(rng, sf.bf16, 8, 30, 21)
-    for core in ((4, 10), (1, 3), (7, 40), (64, 25)):
-        want = scalar_matmul(a, b, sf.bf16, "tensorcore", "rna", core=core)
-        got = linalg.matmul(a, b, sf.bf16, out_format=sf.fp32, order="tensorcore", rounding="rna",
-                            tensor_core=linalg.TensorCore(*core))
-        assert_same_bits(got, want, f"tensor core {core}")
-    assert matmul_lanes.tensorcore_lanes_exact(16, 25) and not matmul_lanes.tensorcore_lanes_exact(7, 50)
 
 
 def test_round_sum_declines_only_what_it_cannot_round():
@@ -293,29 +273,6 @@ def pairwise_sum(products: list[Fraction], mode: str):
     return total
 
 
-def tensorcore_sum(products: list[Fraction], block=16, fraction_bits=25):
-    """The TensorCore model (linalg.TensorCore): per block, the largest term's exponent E (the
-    accumulator included), every term truncated toward zero to a multiple of 2**(E - fraction_bits),
-    the exact sum rounded toward zero to FP32."""
-    acc = Fraction(0)
-    for start in range(0, len(products), block):
-        terms = [acc] + products[start:start + block]
-        nonzero = [abs(t) for t in terms if t != 0]
-        if not nonzero:
-            acc = Fraction(0)
-            continue
-        top = max(_exponent(t) for t in nonzero)
-        quantum = Fraction(2) ** (top - fraction_bits)
-        acc = round_fp32(sum(int(t / quantum) for t in terms) * quantum, "rtz")  # int() truncates toward zero
-    return acc
-
-
-def _exponent(x: Fraction) -> int:
-    """floor(log2(x)) of a positive Fraction, exactly."""
-    e = x.numerator.bit_length() - x.denominator.bit_length()
-    return e + 1 if Fraction(2) ** (e + 1) <= x else e
-
-
 @pytest.mark.parametrize("mode", ["rne", "rtz", "rup", "rdn"])
 def test_fp32_inputs_match_a_fraction_oracle(mode):
     """FP32 inputs (48-bit products, rounded when added: the case the lanes do in float64), small
@@ -341,10 +298,6 @@ def test_fp32_inputs_match_a_fraction_oracle(mode):
                 else:
                     total = pairwise_sum(products[i][j], mode)
                 assert got[i, j] == fp32_bits(total), (order, mode, i, j)
-    got = linalg.matmul(a_bits, b_bits, sf.fp32, order="tensorcore", rounding=mode)
-    for i in range(m):
-        for j in range(n):
-            assert got[i, j] == fp32_bits(tensorcore_sum(products[i][j])), ("tensorcore", i, j)
 
 
 def test_row_parallel_lanes_give_the_same_bits(monkeypatch):

@@ -150,7 +150,8 @@ def test_matmul_of_small_formats_equals_matmul_of_their_exact_fp16_copies():
         b = rng.choice(finite, (40, 9))
         a16, b16 = sf.convert(a, fmt, sf.fp16), sf.convert(b, fmt, sf.fp16)
         assert np.array_equal(sf.fp16.to_float(a16), fmt.to_float(a))
-        for order in ("sequential", "pairwise", "tensorcore"):
+        # (not order="tensorcore": a matrix unit aligns an FP8 subnormal at FP8's minimum exponent)
+        for order in ("sequential", "pairwise"):
             got = sf.linalg.matmul(a, b, fmt, out_format=sf.fp32, order=order)
             assert np.array_equal(got, sf.linalg.matmul(a16, b16, sf.fp16, out_format=sf.fp32, order=order)), (
                 fmt.name, order)
@@ -173,13 +174,13 @@ def test_fields_of_every_format():
 
 def test_matmul_of_two_formats_equals_matmul_of_their_exact_fp16_copies():
     """E4M3 times E5M2 (FP8 training's backward matmuls): both are exact in fp16, so the sums must
-    be those of the fp16 matmul, in every order."""
+    be those of the fp16 matmul, in the sequential and pairwise orders."""
     rng = np.random.default_rng(6)
     codes = np.arange(256, dtype=np.uint8)
     e4m3 = rng.choice(codes[~sf.fp8_e4m3fn.is_nan(codes)], (5, 48))
     e5m2 = rng.choice(codes[sf.fp8_e5m2.is_finite(codes)], (48, 6))
     a16, b16 = sf.convert(e4m3, sf.fp8_e4m3fn, sf.fp16), sf.convert(e5m2, sf.fp8_e5m2, sf.fp16)
-    for order in ("sequential", "pairwise", "tensorcore"):
+    for order in ("sequential", "pairwise"):  # not "tensorcore": see above
         got = sf.linalg.matmul(e4m3, e5m2, sf.fp8_e4m3fn, b_format=sf.fp8_e5m2, out_format=sf.fp32, order=order)
         assert np.array_equal(got, sf.linalg.matmul(a16, b16, sf.fp16, out_format=sf.fp32, order=order)), order
     # the sequential order (exact copies in the FP16 lane kernel) against numpy float32 sums

@@ -516,7 +516,7 @@ def test_import_rules():
 def test_options_are_checked():
     for bad, match in [({"rounding": "up-ish"}, "rounding"), ({"order": "random"}, "order"), ({"nan": "vax"}, "nan"),
                        ({"accumulate": "e4m3"}, "accumulate"), ({"ftz": 1}, "ftz"), ({"strict": "yes"}, "strict"),
-                       ({"tensor_core": "v100"}, "tensor_core")]:
+                       ({"tensor_core": "v200"}, "tensor_core")]:
         with pytest.raises((ValueError, TypeError), match=match):
             sft.emulate(**bad)
 

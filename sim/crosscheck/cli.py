@@ -29,6 +29,7 @@ from sim.arguments import (  # the same flags, rules and exit status as `python 
     UsageError, add_train_arguments, check_writable, given_train_fields, positive_int, train_config,
 )
 from sim.config import TrainConfig
+from softfloat16.tensor_cores import TENSOR_CORES
 
 __all__ = ["main"]
 
@@ -50,8 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--replay", action="store_true", help="feed each emulator op the device's own inputs")
     parser.add_argument("--strict-nan", action="store_true", help="compare NaNs bit for bit, not by class")
     parser.add_argument("--tensor-core", metavar="GPU",
-                        help="run the emulator's GEMMs under this tensor-core model (h100, h200, or none); "
-                             "default: h100 for --mode library on cuda, none otherwise")
+                        help="run the emulator's GEMMs on this GPU's matrix unit (h100, a100, ..., an "
+                             "architecture, an instruction preset, or none); default: h100 for --mode library on "
+                             "cuda, none otherwise")
     parser.add_argument("--max-rows", type=positive_int, default=5, metavar="N",
                         help="differing elements shown for the first divergent op (default 5)")
     training = parser.add_argument_group("training run (as python -m sim train; defaults likewise)")
@@ -144,7 +146,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         backend = EmulatorBackend(_tensor_core(args, device, mode))
     except ValueError:
-        raise UsageError(f"--tensor-core: unknown GPU {args.tensor_core!r}; accepted: h100, h200, none") from None
+        raise UsageError(f"--tensor-core: unknown GPU {args.tensor_core!r}; accepted: none, a GPU "
+                         f"({', '.join(TENSOR_CORES)}), an architecture or an instruction preset") from None
     timings: dict[str, float] = {}
     if args.against is None:
         device_records, info, settings = _run_torch(device, mode, plan, timings)

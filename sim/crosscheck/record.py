@@ -34,6 +34,7 @@ import numpy as np
 
 import softfloat16 as sf
 import softfloat16.linalg as linalg
+import softfloat16.tensor_cores as tensor_cores
 from sim import gemm, tensor
 from sim.diagnostics import count_nonfinite
 from sim.optim import SGD, Adam
@@ -228,7 +229,7 @@ def _convert(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, 
 def _matmul(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict[str, Any]) -> dict[str, Val]:
     a, b = inputs["a"], inputs["b"]
     if backend.tensor_core is not None:
-        data = linalg.matmul(a.data, b.data, _fmt(a), order="tensorcore", tensor_core=backend.tensor_core)
+        data = linalg.matmul(a.data, b.data, _fmt(a), **tensor_cores.gemm_policy(backend.tensor_core, _fmt(a)))
     else:
         data = tensor.matmul(_leaf(a), _leaf(b)).data
     return {"out": _out(data, a.fmt)}
@@ -239,7 +240,8 @@ def _matmul_backward(backend: EmulatorBackend, inputs: dict[str, Val], attrs: di
     grad, a, b = inputs["grad"], inputs["a"], inputs["b"]
     requires_a, requires_b = attrs["requires"]
     if backend.tensor_core is not None:
-        fmt, policy = _fmt(a), {"order": "tensorcore", "tensor_core": backend.tensor_core}
+        fmt = _fmt(a)
+        policy = tensor_cores.gemm_policy(backend.tensor_core, fmt)
         grad_a = linalg.matmul(grad.data, np.asarray(b.data).T, fmt, **policy) if requires_a else None
         grad_b = linalg.matmul(np.asarray(a.data).T, grad.data, fmt, **policy) if requires_b else None
     else:
@@ -441,20 +443,16 @@ def _scaler_update(backend: EmulatorBackend, inputs: dict[str, Val], attrs: dict
 class EmulatorBackend:
     """sim's side of every op kind (see :data:`KINDS`).
 
-    ``tensor_core``: ``None`` for sim's matmul (sequential FP32 accumulation), or a
-    :class:`softfloat16.linalg.TensorCore` / preset name to run the GEMMs of ``matmul`` and
-    ``matmul.backward`` under the tensor-core model instead (to judge a cuBLAS run).
+    ``tensor_core``: ``None`` for sim's matmul (sequential FP32 accumulation), or a GPU name, an
+    instruction preset or a :class:`softfloat16.linalg.TensorCore` to run the GEMMs of ``matmul``
+    and ``matmul.backward`` on its matrix unit instead (to judge a cuBLAS run;
+    softfloat16.tensor_cores.gemm_policy: FP32 operands of a named GPU run in FMA loops).
     """
 
     name = "emulator"
 
     def __init__(self, tensor_core: linalg.TensorCore | str | None = None) -> None:
-        if isinstance(tensor_core, str):
-            if tensor_core.lower() not in linalg.TENSOR_CORES:
-                accepted = ", ".join(linalg.TENSOR_CORES)
-                raise ValueError(f"tensor_core: unknown GPU {tensor_core!r}; accepted: {accepted}")
-            tensor_core = linalg.TENSOR_CORES[tensor_core.lower()]
-        self.tensor_core = tensor_core
+        self.tensor_core = None if tensor_core is None else tensor_cores.checked(tensor_core)
 
     def from_bits(self, bits: np.ndarray, fmt: str) -> np.ndarray:
         return np.asarray(bits, dtype=storage_dtype(fmt))
@@ -464,10 +462,14 @@ class EmulatorBackend:
 
     @property
     def impl(self) -> str:
-        """``sim``, or ``sim+tensorcore(16,25)`` when the GEMMs run under a tensor-core model."""
-        if self.tensor_core is None:
+        """``sim``, or ``sim+h100`` (the GPU or instruction's name), ``sim+tensorcore(16,25)`` (a
+        TensorCore's block and fraction bits) when the GEMMs run on a matrix unit."""
+        core = self.tensor_core
+        if core is None:
             return "sim"
-        return f"sim+tensorcore({self.tensor_core.products_per_block},{self.tensor_core.fraction_bits})"
+        if isinstance(core, linalg.TensorCore):
+            return f"sim+tensorcore({core.products_per_block},{core.fraction_bits})"
+        return f"sim+{getattr(core, 'name', core)}"
 
     def run(self, kind: str, inputs: dict[str, Val], attrs: dict[str, Any]) -> tuple[dict[str, Val], str]:
         if kind not in KINDS:

@@ -25,7 +25,6 @@ from numba import njit, prange
 from .arith import add_finite
 from .core import FINITE, IEEE, INF, NAN, RDN, ZERO, round_pack, unpack
 from .fast import add_normal, u32
-from .tensorcore import tensorcore_row
 from .unpacked import pack_result, product
 
 _MAX_DEPTH = 64  # pairwise partial sums on the stack: enough for k < 2**63
@@ -195,7 +194,7 @@ def pairwise_row(a, bt, out, i, params):
 # matmul). (Folding formats and mode in as compile-time constants, as loops.py does, was measured:
 # no faster here, and more to compile.) A namedtuple of the row functions, looked up by a captured
 # integer, keeps the closures' disk cache key the same in every process (as in loops.py).
-ROWS = namedtuple("Rows", ("sequential", "pairwise", "tensorcore"))(sequential_row, pairwise_row, tensorcore_row)
+ROWS = namedtuple("Rows", ("sequential", "pairwise"))(sequential_row, pairwise_row)
 
 
 def make_matmul(order, parallel):
@@ -204,8 +203,7 @@ def make_matmul(order, parallel):
     ``a`` and ``bt``: the tuples of unpack_matrix for A (m, k) and B transposed (n, k); ``out``: an
     (m, n) uint32 array for the output bit patterns; ``params``: the row's, for sequential and
     pairwise the accumulation and output formats' widths and the rounding-mode code
-    ``(acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)``, for tensorcore the block size and
-    the adder's fraction bits before those. ``parallel`` spreads rows over threads (same bits).
+    ``(acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)``. ``parallel`` spreads rows over threads (same bits).
     """
     index = ROWS._fields.index(order)
     # Read in the body, so `parallel` is part of the closure and so of Numba's cache key, which

@@ -5,18 +5,17 @@ of them (at most 48 bits, magnitudes between 2**-298 and 2**256), are all float6
 (or zeros, infinities, NaN). So A and B are first converted to float64 (exactly), and a product is
 one float64 multiplication. An addition rounded once to the accumulation format is
 :func:`round_sum`: the float64 sum s and its error e (TwoSum, exact) give the exact sum to the last
-bit that matters, which ``core.round_at`` (the one rounding routine) rounds. A tensor-core block
-aligns, truncates and sums its terms exactly in float64 (:func:`tensorcore_lanes_row`).
+bit that matters, which ``core.round_at`` (the one rounding routine) rounds.
 
 As in matmul.make_sequential_lanes, LANES neighbouring output elements (independent sums with the
 same tree of additions in k) take each step together in straight-line code, which LLVM vectorises;
 B is stored in blocks of LANES columns, row after row, so the lanes stream it. A lane whose sum
 meets anything :func:`round_sum` declines (a subnormal or overflowing result, inf, NaN) is
-recomputed by the scalar kernel's cell function (matmul.sequential_cell, matmul.pairwise_cell,
-tensorcore.tensorcore_cell), so the bits are always the scalar kernels'.
+recomputed by the scalar kernel's cell function (matmul.sequential_cell, matmul.pairwise_cell), so
+the bits are always the scalar kernels'.
 
 The values, products and sums here lie between 2**-298 and 2**260 in magnitude (or are 0, inf,
-NaN; a tensor-core block scales its terms by powers of two, staying within 2**-560 .. 2**60), so
+NaN), so
 no float64 operation of a lane that is kept underflows or overflows: the bits do not depend on the
 CPU's flush-to-zero or denormals-are-zero settings. Only its rounding mode must be the default
 (round to nearest even), which numpy and torch leave alone.
@@ -26,10 +25,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .core import FINITE, INF, RDN, RTZ, ZERO, round_at
+from .core import FINITE, INF, RDN, ZERO, round_at
 from .fast import bits_float, float_bits
 from .matmul import pairwise_cell, pairwise_stacks, sequential_cell
-from .tensorcore import tensorcore_cell
 from .unpacked import pack_result
 
 LANES = 16  # output elements computed side by side: two AVX-512 registers of float64
@@ -217,69 +215,13 @@ def pairwise_lanes_row(a_values, b_blocks, a, bt, out, i, params, stack, sizes, 
     return redone
 
 
-@njit(cache=True, inline="always")
-def tensorcore_lanes_row(a_values, b_blocks, a, bt, out, i, params, terms):
-    """Row i of the tensor-core order (tensorcore.block_fma's model), LANES columns at a time.
-
-    A block's largest exponent E is the largest float64 exponent among its terms (the
-    accumulator's included); a term times 2**(fraction_bits - E) is exact, and its truncation
-    toward zero (np.trunc) is the adder's: an integer below 2**(fraction_bits + 1). The block's
-    integers add up exactly in float64 when (block + 1) * 2**(fraction_bits + 1) <= 2**53 (the
-    caller checks), and the sum times 2**(E - fraction_bits), exact too, is rounded toward zero
-    by round_sum. ``terms`` (block, LANES) is scratch.
-    """
-    block, frac_bits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding = params
-    k = a_values.shape[1]
-    acc = np.empty(LANES, np.float64)
-    top = np.empty(LANES, np.int64)
-    ok = np.empty(LANES, np.bool_)
-    redone = 0
-    for column_block in range(b_blocks.shape[0]):
-        lanes = b_blocks[column_block]
-        acc[:] = 0.0
-        ok[:] = True
-        for start in range(0, k, block):
-            count = min(block, k - start)
-            for w in range(LANES):
-                top[w] = np.int64(u64(float_bits(acc[w]) >> u64(52)) & u64(0x7FF))
-            for t in range(count):
-                x = a_values[i, start + t]
-                for w in range(LANES):
-                    product = x * lanes[start + t, w]
-                    terms[t, w] = product
-                    top[w] = max(top[w], np.int64(u64(float_bits(product) >> u64(52)) & u64(0x7FF)))
-            for w in range(LANES):
-                # 2**(frac_bits - E) and 2**(E - frac_bits) from their exponent fields (E biased
-                # in top); a block of zeros (top 0) keeps its zeros with a scale of 1. A top of
-                # 0x7FF (inf, NaN) makes a non-finite sum, which round_sum declines.
-                zeros = top[w] == 0
-                down = bits_float(u64(u64(2046 + frac_bits - top[w]) << u64(52)))
-                up = bits_float(u64(u64(max(top[w] - frac_bits, 1)) << u64(52)))
-                down = 1.0 if zeros else down
-                up = 1.0 if zeros else up
-                total = np.trunc(acc[w] * down)
-                for t in range(count):
-                    total += np.trunc(terms[t, w] * down)
-                value, good = round_sum(total * up, 0.0, acc_ebits, acc_fbits, RTZ)
-                acc[w] = value
-                ok[w] &= good
-        j0 = column_block * LANES
-        for w in range(min(LANES, out.shape[1] - j0)):
-            if ok[w]:
-                out[i, j0 + w] = value_bits(acc[w], out_ebits, out_fbits, rounding)
-            else:
-                out[i, j0 + w] = tensorcore_cell(a, bt, i, j0 + w, params)
-                redone += 1
-    return redone
-
-
-# The three kernels. The accumulation format is a compile-time constant, as in
+# The two kernels. The accumulation format is a compile-time constant, as in
 # matmul.make_sequential_lanes (constant masks and shifts are what make the lanes fast), and so is
 # the rounding mode when the caller names one: RNE, the one nearly every call uses, is 20-40%
 # faster compiled in; the other modes share one build (ANY_ROUNDING) taking the mode as an
 # argument, which keeps the builds few (each takes seconds to compile). The closures capture only
-# integers, so Numba's disk cache keeps them. The output format and the tensor core's parameters
-# are run-time values: they act once per element.
+# integers, so Numba's disk cache keeps them. The output format is a run-time value: it acts once
+# per element.
 ANY_ROUNDING = -1
 
 
@@ -322,26 +264,3 @@ def make_pairwise_lanes(acc_ebits, acc_fbits, rounding, parallel):
             redone += pairwise_lanes_row(a_values, b_blocks, a, bt, out, i, params, stack, sizes, pairwise_stacks())
         return redone
     return kernel
-
-
-def make_tensorcore_lanes(acc_ebits, acc_fbits, parallel):
-    """A compiled ``kernel(a, bt, out, block, frac_bits, out_ebits, out_fbits, rounding)``:
-    matmul.MATMUL["tensorcore"]'s bits when (block + 1) * 2**(frac_bits + 1) <= 2**53 (the
-    blocks' sums are then exact in float64), operands as for make_sequential_lanes."""
-    rows = prange if parallel else range
-
-    @njit(cache=True, parallel=parallel, error_model="numpy")
-    def kernel(a, bt, out, block, frac_bits, out_ebits, out_fbits, rounding):
-        a_values, b_blocks = lane_operands(a, bt)
-        redone = 0
-        params = (block, frac_bits, acc_ebits, acc_fbits, out_ebits, out_fbits, rounding)
-        for i in rows(out.shape[0]):
-            terms = np.empty((block, LANES), np.float64)  # per row: rows may run on other threads
-            redone += tensorcore_lanes_row(a_values, b_blocks, a, bt, out, i, params, terms)
-        return redone
-    return kernel
-
-
-def tensorcore_lanes_exact(block, frac_bits):
-    """Whether make_tensorcore_lanes' float64 block sums are exact for these tensor-core parameters."""
-    return (block + 1) << (frac_bits + 1) <= 1 << 53

@@ -1,6 +1,6 @@
 """Values in flight as ``(cls, sign, exp, sig)``, the form :func:`core.unpack` returns: the exact
 product of two such values and the final rounding to bits, shared by the matmul policies
-(matmul.py, tensorcore.py).
+(matmul.py).
 """
 from numba import njit
 

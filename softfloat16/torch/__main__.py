@@ -20,8 +20,8 @@ import sys
 from collections.abc import Sequence
 
 from softfloat16.console import run_entry_point
+from softfloat16 import tensor_cores
 from softfloat16.linalg import ORDERS, TENSOR_CORES, TensorCore
-from softfloat16.mma_presets import PRESETS
 from softfloat16.profiles import PROFILES
 from softfloat16.rounding import ROUNDING_NAMES
 
@@ -45,17 +45,19 @@ def _positive(text: str) -> int:
 
 
 def _tensor_core(text: str) -> TensorCore | str:
-    if text.lower() in TENSOR_CORES:
-        return TENSOR_CORES[text.lower()]
-    if text in PRESETS:
-        return text
-    try:
-        products, bits = (int(part) for part in text.split(","))
-        return TensorCore(products, bits)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected {', '.join(TENSOR_CORES)}, PRODUCTS,FRACTION_BITS (16,25) or a GPU instruction of "
-            f"softfloat16.mma.presets(), got {text!r}") from None
+    if "," in text:
+        try:
+            return TensorCore(*(int(part) for part in text.split(",")))
+        except (ValueError, TypeError):
+            pass
+    else:
+        try:
+            return tensor_cores.checked(text)
+        except ValueError:
+            pass
+    raise argparse.ArgumentTypeError(
+        f"expected a GPU ({', '.join(TENSOR_CORES)}), an architecture, PRODUCTS,FRACTION_BITS[,ZERO_EXPONENT] "
+        f"(16,25) or a GPU instruction of softfloat16.mma.presets(), got {text!r}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -78,8 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     machine.add_argument("--ftz", action="store_const", const=True, help="flush tiny results to zero")
     machine.add_argument("--seed", type=int, help="seed of --rounding sr")
     machine.add_argument("--tensor-core", type=_tensor_core, metavar="GPU",
-                         help=f"tensor-core model of --order tensorcore: {', '.join(TENSOR_CORES)}, B,F or an "
-                         "instruction preset (softfloat16.mma)")
+                         help=f"matrix unit of --order tensorcore: a GPU ({', '.join(TENSOR_CORES)}), an "
+                         "architecture (hopper, ...), an instruction preset (softfloat16.mma) or B,F[,Z] "
+                         "(a TensorCore)")
     show = commands.add_parser("show", help="list the ops of a trace", description="List the ops of a trace.")
     show.add_argument("trace", metavar="TRACE.npz")
     show.add_argument("--limit", type=_positive, default=50, metavar="N", help="ops listed (default 50)")

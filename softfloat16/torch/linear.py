@@ -30,8 +30,7 @@ def accumulate_products(machine: Machine, a: torch.Tensor, b: torch.Tensor) -> n
     if fmt.precision > 24 or not fmt.has_arithmetic:
         raise NotEmulated(f"a matmul of {fmt.name}")
     return np.asarray(sf.linalg.matmul(bits(a), bits(b), fmt, accumulate=machine.accumulate, out_format=FP32,
-                                       order=machine.order, rounding=machine.step["rounding"],
-                                       tensor_core=machine.tensor_core))
+                                       rounding=machine.step["rounding"], **machine.gemm_policy(fmt)))
 
 
 def _batched(machine: Machine, a: torch.Tensor, b: torch.Tensor) -> np.ndarray:

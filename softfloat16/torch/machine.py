@@ -18,7 +18,8 @@ import torch
 import softfloat16 as sf
 from softfloat16.formats import Format
 from softfloat16.formats import format as parse_format
-from softfloat16.linalg import ORDERS, TENSOR_CORES, TensorCore
+from softfloat16 import tensor_cores
+from softfloat16.linalg import ORDERS, TensorCore
 from softfloat16.profiles import parse_profile
 from softfloat16.rounding import Rounding, parse_rounding
 
@@ -61,14 +62,7 @@ class Machine:
             raise ValueError(f"order: unknown accumulation order {order!r}; accepted: {', '.join(ORDERS)}")
         self.rounding = mode.name.lower()
         self.order = order
-        if isinstance(tensor_core, str) and tensor_core.lower() in TENSOR_CORES:
-            tensor_core = TENSOR_CORES[tensor_core.lower()]
-        elif isinstance(tensor_core, str) and tensor_core in sf.mma.PRESETS:
-            pass  # a GPU instruction: softfloat16.mma
-        elif not isinstance(tensor_core, TensorCore):
-            raise ValueError(f"tensor_core: expected a TensorCore, one of {', '.join(TENSOR_CORES)} or a GPU "
-                             f"instruction of softfloat16.mma.presets(), got {tensor_core!r}")
-        self.tensor_core = tensor_core
+        self.tensor_core = tensor_cores.checked(tensor_core)  # a GPU, an instruction or a TensorCore
         self.nan = parse_profile(nan).name
         self.ftz = bool(ftz)
         self.seed = seed
@@ -81,6 +75,13 @@ class Machine:
                 f"nan={self.nan!r}, ftz={self.ftz}, seed={self.seed})")
 
     # -- the rounding steps -------------------------------------------------------------------
+    def gemm_policy(self, fmt: Format) -> dict:
+        """``order`` and ``tensor_core`` of linalg.matmul for a GEMM (or sum) of ``fmt`` operands
+        (under ``order="tensorcore"``: softfloat16.tensor_cores.gemm_policy)."""
+        if self.order == "tensorcore":
+            return tensor_cores.gemm_policy(self.tensor_core, fmt)
+        return {"order": self.order}
+
     def final(self) -> dict:
         """Options of a final rounding into a tensor's format (a fresh random stream under "sr")."""
         if self.rounding != "sr":

@@ -157,8 +157,9 @@ def emulate(rounding: str = "rne", accumulate: Format | str = "fp32", order: str
     - ``rounding``: "rne" "rna" "rtz" "rup" "rdn" "rod", or "sr" (stochastic, with ``seed``) for
       the final rounding into 16- and 8-bit formats.
     - ``accumulate``: the accumulation format of matmuls and sums (default FP32); ``order``:
-      "sequential", "pairwise" or "tensorcore" (``tensor_core``: a
-      :class:`~softfloat16.linalg.TensorCore` or a preset name such as "h100").
+      "sequential", "pairwise" or "tensorcore" (``tensor_core``: a GPU such as "h100" or "a100",
+      an architecture, an instruction preset of softfloat16.mma, or a
+      :class:`~softfloat16.linalg.TensorCore`: softfloat16.tensor_cores).
     - ``nan``: NaN profile ("x86" is torch CPU's), ``ftz``: flush tiny results to zero.
     - ``strict``: an op the mode does not implement raises :class:`NotEmulatedError` naming it;
       with ``strict=False`` it runs natively and is counted in ``mode.fallbacks``.

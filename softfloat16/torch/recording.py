@@ -50,10 +50,13 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes, _get_current_dispatch_mode_stack
 
 import softfloat16
+from softfloat16.mma_presets import Preset
 from softfloat16.optrace import (
     SCHEMA_VERSION, TRACE_KIND, VALUE_FORMATS, OpTrace, OpTraceError, TracedOp, Value, fail, load_op_trace,
     save_op_trace, storage_dtype,
 )
+
+from softfloat16.tensor_cores import TensorCore
 
 from .mode import EmulationMode
 from .registry import IMPLEMENTATIONS
@@ -358,13 +361,19 @@ def _torch_switches() -> dict[str, Any]:
     }
 
 
+def _tensor_core_json(tensor_core: TensorCore | Preset | str) -> str | list[int]:
+    """A GPU or instruction by name; a TensorCore as [products_per_block, fraction_bits, zero_exponent]."""
+    if isinstance(tensor_core, TensorCore):
+        return [tensor_core.products_per_block, tensor_core.fraction_bits, tensor_core.zero_exponent]
+    return tensor_core.name if isinstance(tensor_core, Preset) else tensor_core
+
+
 def machine_settings(mode: EmulationMode) -> dict[str, Any]:
     """An emulation mode's machine as JSON (what ``compare --replay`` rebuilds it from)."""
     machine = mode.machine
     return {"rounding": machine.rounding, "accumulate": machine.accumulate.name, "order": machine.order,
             "nan": machine.nan, "ftz": machine.ftz, "seed": machine.seed,
-            "tensor_core": machine.tensor_core if isinstance(machine.tensor_core, str) else
-            [machine.tensor_core.products_per_block, machine.tensor_core.fraction_bits],
+            "tensor_core": _tensor_core_json(machine.tensor_core),
             "strict": mode.strict}
 
 

@@ -42,8 +42,8 @@ def row_sums(machine: Machine, patterns: np.ndarray, fmt: Format, accumulate: Fo
                               rounding=rounding)
         return np.asarray(total).reshape(patterns.shape[0])
     ones = np.full((patterns.shape[1], 1), fmt.one, dtype=fmt.dtype)
-    total = sf.linalg.matmul(patterns, ones, fmt, accumulate=accumulate, out_format=FP32,
-                             order=machine.order, rounding=rounding, tensor_core=machine.tensor_core)
+    total = sf.linalg.matmul(patterns, ones, fmt, accumulate=accumulate, out_format=FP32, rounding=rounding,
+                             **machine.gemm_policy(fmt))
     return np.asarray(total)[:, 0]
 
 

@@ -161,19 +161,19 @@ def test_stochastic_gradient_rounding_is_unbiased_in_the_mean_and_seeded():
 
 # --- accumulation -----------------------------------------------------------------------------------
 
-def truncating_block_sum(terms: list[Fraction], c: Fraction, fraction_bits: int) -> Fraction:
-    """The tensor-core model of one block (Fraction arithmetic): align to the largest exponent,
-    truncate each term toward zero, add exactly, round toward zero to FP32 (normal range here)."""
-    nonzero = [t for t in [c, *terms] if t != 0]
-    if not nonzero:
-        return Fraction(0)
-    top = max(math.floor(math.log2(abs(t))) for t in nonzero)
-    quantum = Fraction(2) ** (top - fraction_bits)
-    total = sum((abs(t) // quantum) * quantum * (1 if t > 0 else -1) for t in nonzero)
+def truncating_block_sum(pairs: list[tuple[Fraction, Fraction]], c: Fraction, fraction_bits: int) -> Fraction:
+    """The tensor-core adder on one block (Fraction arithmetic, normal nonzero factors): align on the
+    largest sum of the factors' exponents (the accumulator's own exponent), truncate each term
+    toward zero, add exactly, round toward zero to FP32 (normal range here)."""
+    def exponent(x: Fraction) -> int:
+        return math.floor(math.log2(abs(x)))
+
+    terms = [(c, exponent(c) if c else -133)] + [(x * y, exponent(x) + exponent(y)) for x, y in pairs]
+    quantum = Fraction(2) ** (max(e for _, e in terms) - fraction_bits)
+    total = sum((abs(t) // quantum) * quantum * (1 if t > 0 else -1) for t, _ in terms)
     if total == 0:
         return Fraction(0)
-    exponent = math.floor(math.log2(abs(total)))
-    step = Fraction(2) ** (exponent - 23)
+    step = Fraction(2) ** (exponent(total) - 23)
     return (abs(total) // step) * step * (1 if total > 0 else -1)
 
 
@@ -193,8 +193,8 @@ def test_tensorcore_accumulation_with_promotion(promote_every):
             for start in range(0, k, chunk):
                 c = Fraction(0)
                 for s in range(start, min(start + chunk, k), block):
-                    terms = [Fraction(av[i, t]) * Fraction(bv[t, j]) for t in range(s, min(s + block, start + chunk))]
-                    c = truncating_block_sum(terms, c, fraction_bits)
+                    pairs = [(Fraction(av[i, t]), Fraction(bv[t, j])) for t in range(s, min(s + block, start + chunk))]
+                    c = truncating_block_sum(pairs, c, fraction_bits)
                 total = np.float32(total + np.float32(float(c)))  # promotion: an FP32 addition
             assert got[i, j] == np.float32(total).view(np.uint32), (i, j)
 

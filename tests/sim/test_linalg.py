@@ -181,7 +181,9 @@ def test_special_values():
         a = np.array([row], dtype=np.uint16)
         b = np.array(column, dtype=np.uint16).reshape(2, 1)
         for order in linalg.ORDERS:
-            assert linalg.matmul(a, b, fp16, order=order)[0, 0] == expected, (row, column, order)
+            # A matrix unit's NaN is one pattern, 0x7fffffff in FP32, whose conversion keeps its payload.
+            want = 0x7FFF if order == "tensorcore" and expected == 0x7E00 else expected
+            assert linalg.matmul(a, b, fp16, order=order)[0, 0] == want, (row, column, order)
     # -0 + -0: the sequential loop starts from +0 (acc = 0; acc += ...), the tree has no start
     a, b = np.array([[neg_zero, neg_zero]], np.uint16), np.array([[one], [one]], np.uint16)
     assert linalg.matmul(a, b, fp16)[0, 0] == 0
