@@ -3,9 +3,9 @@ threads, against MMA-Sim (the mmasim package, when installed) in the same run.
 
     python bench/mma.py [--quick] [--repeat 2] [--only WORD]
 
-- One representative preset per (arch, instruction, input type, scale type) group (the first whose
-  A and B types are the same, preferring FP32 output): presets of a group differ only in shape or
-  in the other operand's type, which costs the same.
+- One representative preset per (arch, instruction, input type, scale type, adder) group (the first
+  whose A and B types are the same, preferring FP32 output): presets of a group differ only in
+  shape or in the other operand's type, which costs the same.
 - softfloat16: a 256x256x4096 GEMM (``--quick``: 128x128x1024), chained over K one instruction k at
   a time, operands of the "near_one" kind of ``mma_reference.random_operands``; best of ``--repeat``
   calls on 1 thread and on 2 (``sf.set_num_threads``, applied to Numba), in turns, after a warm-up
@@ -41,12 +41,12 @@ SHAPES = {False: ((256, 256, 4096), (64, 64, 4096)), True: ((128, 128, 1024), (3
 
 
 def representatives(words=()) -> list[Preset]:
-    """One preset per (arch, instruction, A type, scale type): the first with A's type equal to B's
+    """One preset per (arch, instruction, A type, scale type, adder): the first with A's type equal to B's
     and FP32 output if there is one, else the first. ``words``: keep the names containing every one."""
     groups: dict[tuple, list[Preset]] = {}
     for p in PRESETS.values():
         if all(w in p.name for w in words):
-            groups.setdefault((p.arch, p.instruction, p.a, p.scale), []).append(p)
+            groups.setdefault((p.arch, p.instruction, p.a, p.scale, p.model.adder), []).append(p)
     return [min(group, key=lambda p: (p.a != p.b, p.d != "fp32")) for group in groups.values()]
 
 
