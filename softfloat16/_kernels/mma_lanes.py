@@ -62,6 +62,16 @@ def exponent(v):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
+def rounded(v, emin, fbits, rne):
+    """An exact float64 v rounded into a format of ``fbits`` fraction bits and minimum exponent
+    ``emin`` (subnormals kept), to nearest even or toward zero: v times 2**-u, with 2**u the
+    format's quantum at v's exponent, np.rint or np.trunc, times 2**u (no overflow check)."""
+    u = max(exponent(v), emin) - fbits
+    x = v * pow2(-u)
+    return (np.rint(x) if rne else np.trunc(x)) * pow2(u)
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
 def value_bits(v, ebits, fbits):
     """The bits of a finite float64 v that the IEEE format (ebits, fbits) represents exactly."""
     encoding = float_bits(v)
@@ -278,9 +288,7 @@ def _c_apart_lanes(params, vc, ce, r, em, gm, acc, acc2, inv, inv2, av, i, bvt, 
         v = total * pow2(quantum)
         top = max(exponent(v), FP32_EMIN)
         v = np.floor(v * pow2(frac_bits2 - top)) * pow2(top - frac_bits2)
-        u = max(exponent(v), FP32_EMIN) - 23
-        y = np.rint(v * pow2(-u)) * pow2(u)
-        acc[w] = 0.0 if total == 0.0 else y
+        acc[w] = 0.0 if total == 0.0 else rounded(v, FP32_EMIN, 23, True)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -402,9 +410,7 @@ def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, 
                     # The sum into D: scaled to an integer at its quantum, rounded, scaled back; +0 for 0.
                     for w in range(LANES):
                         v = acc[w] * pow2(em[w] - frac_bits)
-                        u = max(exponent(v), emin) - fb
-                        x = v * pow2(-u)
-                        y = (np.rint(x) if rne else np.trunc(x)) * pow2(u)
+                        y = rounded(v, emin, fb, rne)
                         acc[w] = 0.0 if y == 0.0 else y
                 overflows = 0
                 for w in range(LANES):

@@ -7,9 +7,9 @@ Every value here is an FP32 value or a product of two FP32 / FP16 / BF16 values:
 exactly, and as a normal number (the smallest product is 2**-298), so float64 products are exact
 and a multiplication by a power of two is exact. One rounding into FP32 is done in float64 too:
 
-- :func:`rn32` (an exact float64 to FP32, to nearest even): the value times 2**-u, where 2**u is
-  FP32's quantum at the value's exponent (at least 2**-149: subnormal results keep their bits),
-  np.rint, times 2**u; a result of 2**128 or more is an infinity (a NaN or infinity passes).
+- :func:`rn32` (an exact float64 to FP32, to nearest even): mma_lanes.rounded (the value scaled
+  to FP32's quantum at its exponent, at least 2**-149 so that subnormal results keep their bits,
+  np.rint, scaled back); a result of 2**128 or more is an infinity (a NaN or infinity passes).
 - :func:`rn32_sum` (x + y to FP32 in one rounding): s = x + y in float64 and its exact error e
   (TwoSum: s + e = x + y, with no overflow possible at these magnitudes); if e is not zero and s's
   last bit is even, s moves one float64 ulp toward e: that is x + y rounded to odd at 53 bits, and
@@ -38,7 +38,7 @@ from .core import FINITE, INF, NAN, ZERO, msb_index
 from .fast import bits_float, float_bits
 from .mma import ADD_EXACT, ADD_FMA, ADD_FTZ_PAIRS, ADD_FTZ_QUADS, FP32, OUT_RNE_FP32, decode_one
 from .mma import mma_gemm as scalar_gemm, step_exact
-from .mma_lanes import LANES, ROWS, decoded_value, exponent, pow2, value_bits
+from .mma_lanes import LANES, ROWS, decoded_value, rounded, value_bits
 
 ADDERS = (ADD_EXACT, ADD_FTZ_PAIRS, ADD_FTZ_QUADS, ADD_FMA)
 FP32_MIN_NORMAL = 2.0 ** -126
@@ -49,8 +49,7 @@ u64 = np.uint64
 @njit(cache=True, forceinline=True, error_model="numpy")
 def rn32(v):
     """An exact float64 rounded to nearest even into FP32 (as a float64; 2**128 and up: inf)."""
-    u = max(exponent(v), -126) - 23
-    y = np.rint(v * pow2(-u)) * pow2(u)
+    y = rounded(v, -126, 23, True)
     return y if abs(y) < FP32_LIMIT else y * np.inf
 
 
