@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from ._kernels import matmul as kernels
-from ._kernels import matmul_lanes
+from ._kernels import hardware, matmul_lanes
 from ._kernels.loops import FAST_MAX_FRACTION_BITS
 from . import mma
 from .formats import Format, bf16, fp16, fp32
@@ -97,6 +97,33 @@ def _matmul_instruction(a, b, fmt: Format, b_format: Format, accumulate: Format,
     if out_format is acc:
         return bits
     return np.asarray(convert(bits, src=acc, dst=out_format, rounding=rounding))
+
+
+@functools.cache
+def _binary32_table(fmt: Format) -> np.ndarray:
+    """The binary32 value of every pattern of a format of at most 16 bits (exact: sf.convert)."""
+    codes = np.arange(1 << fmt.width, dtype=np.uint32).astype(fmt.dtype)
+    return np.asarray(convert(codes, src=fmt, dst=fp32), np.uint32).view(np.float32)
+
+
+def _binary32(bits: np.ndarray, fmt: Format) -> np.ndarray:
+    """Patterns of a format whose values are all binary32 values, as float32 (a table lookup)."""
+    if fmt is fp32:
+        return np.asarray(bits, np.uint32).view(np.float32)
+    return _binary32_table(fmt)[np.asarray(bits, np.int64)]
+
+
+def _hardware_sequential(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format) -> np.ndarray | None:
+    """The sequential order, FP32 accumulation, round to nearest even, for operands whose values
+    are all binary32 values: one host FMA per step (softfloat16._kernels.hardware), FP32 bits with
+    every NaN the default one; None where the host's floating-point environment is not the default."""
+    parallel = a.shape[0] > 1 and a.shape[0] * a.shape[1] * b.shape[1] >= PARALLEL_MIN_MACS and numba_threads() > 1
+    a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
+    result = hardware.gemm(a32, b32, parallel=parallel)
+    if result is None:
+        return None
+    bits = np.ascontiguousarray(result).view(np.uint32)
+    return np.where(np.isnan(result), np.uint32(fp32.default_nan), bits)
 
 
 def _matrix(x, fmt: Format, name: str) -> np.ndarray:
@@ -199,6 +226,11 @@ def matmul(
         raise ValueError(
             f"a and b: inner dimensions differ, a{a_bits.shape} @ b{b_bits.shape}"
         )
+    if order == "sequential" and mode == Rounding.RNE and accumulate is fp32 and _embeds(fmt, fp32) and (
+            _embeds(b_format, fp32)):
+        bits = _hardware_sequential(a_bits, b_bits, fmt, b_format)
+        if bits is not None:  # None: a thread's floating-point environment is not the default
+            return bits if out_format is fp32 else np.asarray(convert(bits, src=fp32, dst=out_format))
     if b_format is not fmt and order == "sequential":
         common = _common_format(fmt, b_format)
         if common is not None:  # exact copies in one format: the same products, the fast kernels
@@ -211,7 +243,8 @@ def matmul(
     formats = (accumulate.exponent_bits, accumulate.fraction_bits, out_format.exponent_bits,
                out_format.fraction_bits, mode)
     uint32_lanes = order == "sequential" and b_format is fmt and _exact_in(fmt, accumulate)
-    float64_lanes = not uint32_lanes and _float64_lanes(fmt, b_format, accumulate)
+    # (the float64 lanes round with the host's arithmetic: only in the default environment)
+    float64_lanes = not uint32_lanes and _float64_lanes(fmt, b_format, accumulate) and hardware.env_ok(hardware.PROBE)
     lanes = kernels.LANES if uint32_lanes else matmul_lanes.LANES
     if (uint32_lanes or float64_lanes) and _lanes_wasted(m, lanes) < _lanes_wasted(n, lanes):
         # Few columns, more rows: C.T = B.T @ A.T has the same sums in the same order.

@@ -24,7 +24,7 @@ import difflib
 import numpy as np
 
 from softfloat16._kernels import mma as kernel
-from softfloat16._kernels import mma_fma64, mma_lanes, mma_lanes_amd
+from softfloat16._kernels import hardware, mma_fma64, mma_lanes, mma_lanes_amd
 from softfloat16.formats import FORMATS, Format, as_bits
 from softfloat16.formats import format as parse_format
 from softfloat16.mma_presets import PRESETS, Model, Preset, model_params
@@ -149,7 +149,11 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
         k += pad
     c_bits = np.zeros((rows, cols), np.int64) if c is None else _bits(c, p.c, "c", (rows, cols))
     numba_threads()  # sf.set_num_threads' count
-    if p.d == FP64.name:  # k binary64 FMAs an instruction: one chain over K (padding adds +0 products)
+    if p.d == FP64.name or p.model.adder == "fma":  # one chain of FMAs over K (padding adds +0 products)
+        host = _host_fma_chain(a, b, c_bits if c is not None else None, p.d == FP64.name)
+        if host is not None:
+            return host
+    if p.d == FP64.name:  # the integer FMA: the host's floating-point environment is not the default
         out = np.empty((rows, cols), np.int64)
         mma_fma64.fma64_gemm(np.ascontiguousarray(a), np.ascontiguousarray(b.T), c_bits, out)
         return out.view(np.uint64)
@@ -165,6 +169,22 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     gemm_of(_decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b), c_bits, c is not None, _layout(p.c),
             _layout(p.d), sa, sb, out, params)
     return out.astype(FORMATS[p.d].dtype)
+
+
+def _host_fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, fp64: bool) -> np.ndarray | None:
+    """An FMA-chain instruction (FP32: AMD's f32 mfma; FP64) on the host's FMA, which is IEEE 754's
+    (softfloat16._kernels.hardware): D's bits with every NaN the instruction's one pattern, or None
+    where the host's floating-point environment is not the default (the exact kernels then run)."""
+    if fp64:
+        as_float, nan = (lambda x: np.ascontiguousarray(x).view(np.float64)), int(mma_fma64.NAN64)
+    else:
+        as_float, nan = (lambda x: x.astype(np.uint32).view(np.float32)), 0x7FFFFFFF
+    parallel = a.shape[0] > 1 and a.size * b.shape[1] >= 1 << 20 and numba_threads() > 1
+    d = hardware.gemm(as_float(a), as_float(b), None if c is None else as_float(c), parallel=parallel)
+    if d is None:
+        return None
+    bits = np.ascontiguousarray(d).view(np.uint64 if fp64 else np.uint32)
+    return np.where(np.isnan(d), bits.dtype.type(nan), bits)
 
 
 def _positive(value, name: str) -> int:

@@ -1,0 +1,152 @@
+"""The host's own fused multiply-add, where it is provably the model's arithmetic.
+
+An IEEE 754 fused multiply-add ``fma(x, y, c)`` computes ``x * y + c`` exactly and rounds once. So a
+chain ``c = fma(a[t], b[t], c)`` over t in order is, bit for bit:
+
+- the sequential order of ``linalg.matmul`` with FP32 accumulation rounded to nearest even, for
+  every input format whose values are all binary32 values (the product is exact inside the FMA
+  whatever its size: one that leaves binary32's range overflows or underflows when it is added,
+  as the model says);
+- the FP32 and FP64 fused multiply-add chains of the matrix units (softfloat16.mma).
+
+``fma`` is LLVM's ``llvm.fma`` intrinsic: one instruction on every x86-64 CPU with FMA3 and every
+AArch64 CPU, else the C library's correctly rounded ``fma``. Either is correctly rounded *in the
+host's floating-point environment*, which someone else in the process may have changed: flush to
+zero (FTZ), denormals are zero (DAZ) or a directed rounding mode give other bits. :func:`env_ok`
+measures the environment of the thread it runs on with operands the compiler cannot see
+(:data:`PROBE`, passed as an argument: a constant would be folded at compile time, in the default
+environment); every kernel here calls it on each thread and reports failure, and the caller then
+falls back to the exact integer kernels. NaN results carry the host's payload and sign: callers
+replace them with their model's NaN.
+
+The GEMM (:func:`make_fma_gemm`) holds a tile of ``ROWS`` x ``COLS`` accumulators while streaming k,
+so each element's chain runs in k order: the same bits whatever the tiling and thread count.
+"""
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+ROWS = 4  # rows of a tile: four accumulator rows share each loaded vector of B
+# Columns of a tile by float type: 64 binary32 (four AVX-512 vectors), 32 binary64. Measured on
+# AVX-512 (Zen 4), 256x256x256: 4 x 64 binary32 24.6 G MAC/s, 4 x 32 19.9, 6 x 32 18.0, 4 x 16 3.5
+# (LLVM leaves that one scalar); binary64 4 x 32 11.8, 4 x 64 11.5.
+COLS = {np.dtype(np.float32): 64, np.dtype(np.float64): 32}
+
+
+@intrinsic
+def fma(typingctx, x, y, c):
+    """x * y + c rounded once (LLVM's llvm.fma) for three floats of one type."""
+    if not (isinstance(x, types.Float) and x == y == c):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ty = context.get_value_type(signature.return_type)
+        name = "llvm.fma.f32" if signature.return_type == types.float32 else "llvm.fma.f64"
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ty, [ty, ty, ty]), name)
+        return builder.call(fn, args)
+
+    return x(x, y, c), codegen
+
+
+# The probe's operands: the smallest normal binary64 and binary32 values, 0.75, the smallest
+# subnormal binary64 and binary32 values, 2, 1, a value just above half an ulp of 1, half an ulp.
+PROBE = np.array([2.0**-1022, 2.0**-126, 0.75, 2.0**-1074, 2.0**-149, 2.0, 1.0, 2.0**-53 + 2.0**-60,
+                  2.0**-53, 2.0**-24 + 2.0**-31, 2.0**-24], np.float64)
+
+
+@njit(cache=True, error_model="numpy")
+def env_ok(probe):
+    """Whether this thread rounds to nearest even, with subnormal results and operands kept
+    (no FTZ, no DAZ), in binary64 and binary32 alike."""
+    tiny64, tiny32, three_quarters = probe[0], np.float32(probe[1]), probe[2]
+    sub64, sub32, two, one = probe[3], np.float32(probe[4]), probe[5], probe[6]
+    ok = tiny64 * three_quarters != 0.0 and tiny32 * np.float32(three_quarters) != 0  # FTZ
+    ok = ok and sub64 * two != 0.0 and sub32 * np.float32(two) != 0  # DAZ
+    above64, half64, above32, half32 = probe[7], probe[8], np.float32(probe[9]), np.float32(probe[10])
+    # Nearest even: above half an ulp rounds away from zero on both sides, a tie to even (down).
+    ok = ok and one + above64 == 1.0 + 2.0**-52 and -one - above64 == -(1.0 + 2.0**-52) and one + half64 == one
+    one32 = np.float32(one)
+    ok = ok and one32 + above32 == np.float32(1.0 + 2.0**-23) and -one32 - above32 == np.float32(-(1.0 + 2.0**-23))
+    return ok and one32 + half32 == one32
+
+
+def make_fma_gemm(cols, parallel):
+    """A compiled ``kernel(a, panels, c, has_c, out, probe) -> bool``: out[i, j] = the chain
+    acc = fma(a[i, t], b[t, j], acc) over t in order, from c[i, j] (+0 without ``has_c``).
+
+    ``a`` (m, k), ``c`` and ``out`` (m, n): arrays of one float type, m a multiple of ROWS;
+    ``panels`` (n // cols, k, cols): B cut into panels of ``cols`` columns (:func:`panels`). A tile
+    of ROWS rows x ``cols`` columns keeps its accumulators while k streams; ``parallel`` spreads
+    tiles of rows over threads (the same bits). Returns False when the floating-point environment
+    of a thread that ran a tile is not the default one (then ``out`` is meaningless)."""
+    rows = prange if parallel else range  # in the closure, hence in the cache key (see matmul.make_matmul)
+
+    @njit(cache=True, parallel=parallel, error_model="numpy")
+    def kernel(a, panels, c, has_c, out, probe):
+        k = a.shape[1]
+        tiles = a.shape[0] // ROWS
+        good = np.ones(tiles, np.bool_)
+        for tile in rows(tiles):
+            good[tile] = env_ok(probe)
+            i0, i1, i2, i3 = tile * ROWS, tile * ROWS + 1, tile * ROWS + 2, tile * ROWS + 3
+            for p in range(panels.shape[0]):
+                j0 = p * cols
+                if has_c:
+                    acc0, acc1 = c[i0, j0:j0 + cols].copy(), c[i1, j0:j0 + cols].copy()
+                    acc2, acc3 = c[i2, j0:j0 + cols].copy(), c[i3, j0:j0 + cols].copy()
+                else:  # +0
+                    acc0, acc1 = np.zeros(cols, a.dtype), np.zeros(cols, a.dtype)
+                    acc2, acc3 = np.zeros(cols, a.dtype), np.zeros(cols, a.dtype)
+                panel = panels[p]
+                for t in range(k):
+                    x0, x1, x2, x3 = a[i0, t], a[i1, t], a[i2, t], a[i3, t]
+                    for w in range(cols):
+                        y = panel[t, w]
+                        acc0[w] = fma(x0, y, acc0[w])
+                        acc1[w] = fma(x1, y, acc1[w])
+                        acc2[w] = fma(x2, y, acc2[w])
+                        acc3[w] = fma(x3, y, acc3[w])
+                out[i0, j0:j0 + cols] = acc0
+                out[i1, j0:j0 + cols] = acc1
+                out[i2, j0:j0 + cols] = acc2
+                out[i3, j0:j0 + cols] = acc3
+        return good.all()
+    return kernel
+
+
+#: (serial, tile-parallel) kernels by float type; both give the same bits.
+FMA_GEMM = {dtype: (make_fma_gemm(cols, False), make_fma_gemm(cols, True)) for dtype, cols in COLS.items()}
+
+
+def padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """x as a C-contiguous array with its dimensions rounded up to multiples of rows and cols, zeros
+    in the padding (zero products add +0: the padded results are discarded); x itself if it is one."""
+    m, n = x.shape
+    shape = (-(-m // rows) * rows, -(-n // cols) * cols)
+    if shape == x.shape and x.flags.c_contiguous:
+        return x
+    out = np.zeros(shape, x.dtype)
+    out[:m, :n] = x
+    return out
+
+
+def panels(b: np.ndarray, cols: int) -> np.ndarray:
+    """B (k, n) padded to whole panels and cut into them: (n // cols, k, cols), each contiguous."""
+    bp = padded(b, 1, cols)
+    return np.ascontiguousarray(bp.reshape(bp.shape[0], bp.shape[1] // cols, cols).transpose(1, 0, 2))
+
+
+def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, parallel: bool = False) -> np.ndarray | None:
+    """The chain of fused multiply-adds ``c = a[i, t] * b[t, j] + c`` over t in order for every
+    (i, j), from ``c`` (+0 when None), on the host's FMA: float32 or float64 arrays of one dtype.
+    None when the floating-point environment of a thread is not the default one."""
+    m, n = a.shape[0], b.shape[1]
+    cols = COLS[a.dtype]
+    ap = padded(a, ROWS, 1)
+    out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
+    cp = out if c is None else padded(c, ROWS, cols)  # (not read without c)
+    if not FMA_GEMM[a.dtype][parallel](ap, panels(b, cols), cp, c is not None, out, PROBE):
+        return None
+    return out[:m, :n]

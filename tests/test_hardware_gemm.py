@@ -1,0 +1,186 @@
+"""The host-FMA GEMM (softfloat16._kernels.hardware) behind linalg.matmul's default policy.
+
+Differential: against the scalar sequential kernel (the reference implementation, untouched) and an
+independent numpy float32 k-loop, over shapes at every edge of the tiling and every kind of
+operand (uniformly random patterns: NaN, infinities, subnormals, overflowing sums). Then with the
+host's floating-point environment deliberately changed (flush to zero, denormals are zero, a
+directed rounding mode): the bits must not change (the fallback).
+"""
+import ctypes
+import ctypes.util
+import platform
+
+import numpy as np
+import pytest
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+import softfloat16 as sf
+from softfloat16 import linalg
+from softfloat16._kernels import hardware
+from softfloat16._kernels import matmul as kernels
+
+SHAPES = [(1, 1, 1), (3, 0, 5), (1, 7, 33), (33, 7, 1), (5, 13, 67), (4, 64, 64), (17, 5, 129), (2, 300, 3),
+          (8, 31, 65)]
+PAIRS = [(sf.fp16, sf.fp16), (sf.bf16, sf.bf16), (sf.fp32, sf.fp32), (sf.fp8_e4m3fn, sf.fp8_e5m2),
+         (sf.fp6_e3m2, sf.fp4_e2m1), (sf.format("p3109_k8p3se"), sf.format("p3109_k8p3se"))]
+
+
+def scalar_sequential(a, b, fmt, b_format):
+    """The scalar kernel of the sequential order, FP32 accumulation and output, RNE."""
+    ua = kernels.unpack_matrix(np.ascontiguousarray(a, np.uint32), fmt.exponent_bits, fmt.fraction_bits,
+                               fmt.encoding_code)
+    ub = kernels.unpack_matrix(np.ascontiguousarray(b.T, np.uint32), b_format.exponent_bits,
+                               b_format.fraction_bits, b_format.encoding_code)
+    out = np.empty((a.shape[0], b.shape[1]), np.uint32)
+    kernels.MATMUL["sequential"][0](ua, ub, out, 8, 23, 8, 23, int(sf.Rounding.RNE))
+    return out
+
+
+def random_patterns(rng, fmt, shape):
+    return rng.integers(0, 1 << fmt.width, shape, dtype=np.uint64).astype(fmt.dtype)
+
+
+def assert_same(got, want, label):
+    bad = np.argwhere(got != want)
+    first = [(hex(got[tuple(i)]), hex(want[tuple(i)])) for i in bad[:3]]
+    assert bad.size == 0, f"{label}: {len(bad)} differ, first {first}"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_every_tiling_edge_and_every_kind_of_operand(shape):
+    m, k, n = shape
+    rng = np.random.default_rng(list(shape))
+    for fmt, b_format in PAIRS:
+        a, b = random_patterns(rng, fmt, (m, k)), random_patterns(rng, b_format, (k, n))
+        got = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp32)
+        assert got.shape == (m, n) and got.dtype == np.uint32
+        assert_same(got, scalar_sequential(a, b, fmt, b_format), f"{shape} {fmt.name} x {b_format.name}")
+        # and rounded once more to a narrow output, as the order's definition says
+        narrow = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp16)
+        assert_same(narrow, np.asarray(sf.convert(got, sf.fp32, sf.fp16)), f"{shape} {fmt.name} -> fp16")
+
+
+def test_numpy_float32_k_loop():
+    """FP16 products are exact in binary32: numpy's own float32 additions, one per step from +0, are
+    the order's definition (an oracle that shares nothing with the kernels)."""
+    rng = np.random.default_rng(7)
+    a = sf.fp16.from_float(rng.standard_normal((9, 200)) * 2.0 ** rng.integers(-20, 12, (9, 200)))
+    b = sf.fp16.from_float(rng.standard_normal((200, 70)) * 2.0 ** rng.integers(-20, 12, (200, 70)))
+    av, bv = a.view(np.float16).astype(np.float32), b.view(np.float16).astype(np.float32)
+    acc = np.zeros((9, 70), np.float32)
+    for t in range(200):
+        acc = acc + av[:, t:t + 1] * bv[t:t + 1, :]  # each product exact, each sum rounded once
+    assert_same(linalg.matmul(a, b, sf.fp16, out_format=sf.fp32), acc.view(np.uint32), "numpy k-loop")
+
+
+def test_threads_and_tiles_do_not_change_bits(monkeypatch):
+    rng = np.random.default_rng(3)
+    a, b = random_patterns(rng, sf.bf16, (37, 90)), random_patterns(rng, sf.bf16, (90, 130))
+    before = sf.get_num_threads()
+    monkeypatch.setattr(linalg, "PARALLEL_MIN_MACS", 1)
+    try:
+        sf.set_num_threads(1)
+        one = linalg.matmul(a, b, sf.bf16, out_format=sf.fp32)
+        sf.set_num_threads(2)
+        two = linalg.matmul(a, b, sf.bf16, out_format=sf.fp32)
+    finally:
+        sf.set_num_threads(before)
+    assert_same(two, one, "2 threads")
+    assert_same(one, scalar_sequential(a, b, sf.bf16, sf.bf16), "scalar")
+
+
+# --- the host's floating-point environment, changed on purpose -----------------------------------
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+FTZ, DAZ = 0x8000, 0x0040  # MXCSR bits
+
+
+@intrinsic
+def _swap_mxcsr(typingctx, value):
+    """Set MXCSR to ``value`` and return the old one (x86-64)."""
+    def codegen(context, builder, signature, args):
+        i32, i8p = ir.IntType(32), ir.IntType(8).as_pointer()
+        slot = cgutils.alloca_once(builder, i32)
+        void = ir.FunctionType(ir.VoidType(), [i8p])
+        builder.call(cgutils.get_or_insert_function(builder.module, void, "llvm.x86.sse.stmxcsr"),
+                     [builder.bitcast(slot, i8p)])
+        old = builder.load(slot)
+        builder.store(args[0], slot)
+        builder.call(cgutils.get_or_insert_function(builder.module, void, "llvm.x86.sse.ldmxcsr"),
+                     [builder.bitcast(slot, i8p)])
+        return old
+
+    return types.int32(types.int32), codegen
+
+
+@njit
+def swap_mxcsr(value):
+    return _swap_mxcsr(value)
+
+
+def _subnormal_case():
+    """FP32 operands whose products (2**-142) and sums are binary32 subnormals."""
+    return sf.fp32.from_float(np.full((4, 8), 2.0**-140)), sf.fp32.from_float(np.full((8, 64), 0.25))
+
+
+@pytest.mark.skipif(not X86, reason="MXCSR (FTZ/DAZ) is x86's")
+@pytest.mark.parametrize("bits", [FTZ, DAZ, FTZ | DAZ], ids=["ftz", "daz", "ftz+daz"])
+def test_flush_to_zero_set_by_someone_else_changes_nothing(bits):
+    x, y = _subnormal_case()
+    want = scalar_sequential(x, y, sf.fp32, sf.fp32)
+    assert sf.fp32.value(int(want[0, 0])) != 0  # the case has subnormal sums
+    before = sf.get_num_threads()
+    sf.set_num_threads(1)  # the kernel runs on this thread, whose MXCSR is changed
+    old = swap_mxcsr(0x1F80 | bits)
+    try:
+        assert hardware.gemm(x.view(np.float32), y.view(np.float32)) is None  # detected
+        got = linalg.matmul(x, y, sf.fp32)
+    finally:
+        swap_mxcsr(old)
+        sf.set_num_threads(before)
+    assert_same(got, want, "under " + hex(bits))
+
+
+@pytest.mark.parametrize("mode", ["FE_UPWARD", "FE_TOWARDZERO", "FE_DOWNWARD"])
+def test_a_directed_rounding_mode_set_by_someone_else_changes_nothing(mode):
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    codes = {"x86_64": {"FE_TONEAREST": 0, "FE_DOWNWARD": 0x400, "FE_UPWARD": 0x800, "FE_TOWARDZERO": 0xC00},
+             "aarch64": {"FE_TONEAREST": 0, "FE_UPWARD": 0x400000, "FE_DOWNWARD": 0x800000,
+                         "FE_TOWARDZERO": 0xC00000}}.get(platform.machine().lower())
+    if codes is None:
+        pytest.skip(f"fenv codes of {platform.machine()} are not listed here")
+    rng = np.random.default_rng(11)
+    a, b = sf.fp16.from_float(rng.standard_normal((8, 40))), sf.fp16.from_float(rng.standard_normal((40, 64)))
+    want = scalar_sequential(a, b, sf.fp16, sf.fp16)
+    before = sf.get_num_threads()
+    sf.set_num_threads(1)
+    assert libm.fesetround(codes[mode]) == 0
+    try:
+        assert hardware.gemm(*(np.asarray(sf.convert(x, sf.fp16, sf.fp32)).view(np.float32) for x in (a, b))) is None
+        got = linalg.matmul(a, b, sf.fp16, out_format=sf.fp32)
+    finally:
+        libm.fesetround(codes["FE_TONEAREST"])
+        sf.set_num_threads(before)
+    assert_same(got, want, mode)
+
+
+def test_fma_chain_instructions_on_the_host_equal_the_exact_kernels(monkeypatch):
+    """The FP64 instructions and AMD's FP32 FMA chains run on the host's FMA: bit for bit the exact
+    integer / float64-lane kernels (which tests/test_mma*.py hold to MMA-Sim and Fraction models),
+    every kind of operand (specials, overflow, subnormals, cancellation), chained K."""
+    from softfloat16 import mma_reference
+    from softfloat16.mma_presets import PRESETS
+
+    names = [n for n, p in PRESETS.items() if p.d == "fp64" or p.model.adder == "fma"]
+    assert len(names) >= 20
+    for name in names:
+        p = PRESETS[name]
+        for kind in mma_reference.KINDS:
+            a, b, c, _, _ = mma_reference.random_operands(p, 5, 7, 4 * p.k, kind, seed=len(kind))
+            host = sf.mma.mma(a, b, c, name)
+            with monkeypatch.context() as patch:
+                patch.setattr(hardware, "gemm", lambda *args, **kwargs: None)  # what a changed environment does
+                exact = sf.mma.mma(a, b, c, name)
+            assert_same(host, exact, f"{name} {kind}")
