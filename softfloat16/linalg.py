@@ -113,13 +113,41 @@ def _binary32(bits: np.ndarray, fmt: Format) -> np.ndarray:
     return _binary32_table(fmt)[np.asarray(bits, np.int64)]
 
 
-def _hardware_sequential(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format) -> np.ndarray | None:
-    """The sequential order, FP32 accumulation, round to nearest even, for operands whose values
-    are all binary32 values: one host FMA per step (softfloat16._kernels.hardware), FP32 bits with
-    every NaN the default one; None where the host's floating-point environment is not the default."""
+def _products_in_binary32(a32: np.ndarray, b32: np.ndarray, fmt: Format, b_format: Format) -> bool:
+    """Whether every product of these operands is a binary32 value: significands of at most 24 bits
+    together, and magnitudes that keep every product between 2**-126 and 2**128 (from the formats'
+    ranges, else from the operands' own exponent fields: integer arithmetic, no host rounding)."""
+    if fmt.precision + b_format.precision > 24:
+        return False
+    if (fmt.emax + b_format.emax + 2 <= 128 and
+            fmt.min_subnormal_exponent + b_format.min_subnormal_exponent >= -149):
+        return True  # every product's lowest bit is at least 2**-149, and below 2**128
+    exponents = []
+    for x in (a32, b32):
+        magnitude = x.view(np.uint32) & np.uint32(0x7FFFFFFF)
+        finite = magnitude[(magnitude != 0) & (magnitude < 0x7F800000)] >> 23
+        if finite.size == 0:
+            return True  # zeros, infinities and NaN only: IEEE rules, nothing to round
+        exponents.append((int(finite.min()) - 127, int(finite.max()) - 127))
+    (low_a, high_a), (low_b, high_b) = exponents
+    return low_a + low_b >= -126 and high_a + high_b + 2 <= 128  # (a subnormal's field 0: -127)
+
+
+def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, order: str) -> np.ndarray | None:
+    """The sequential or pairwise order, FP32 accumulation, round to nearest even, on the host's
+    arithmetic where it provably gives the model's bits (softfloat16._kernels.hardware): operands
+    whose values are all binary32 values (the sequential order: one FMA per step), whose products
+    are too (pairwise: one multiplication, then each + one addition). FP32 bits with every NaN the
+    default one; None where neither applies or the host's floating-point environment is not the
+    default one."""
     parallel = a.shape[0] > 1 and a.shape[0] * a.shape[1] * b.shape[1] >= PARALLEL_MIN_MACS and numba_threads() > 1
     a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
-    result = hardware.gemm(a32, b32, parallel=parallel)
+    if order == "sequential":
+        result = hardware.gemm(a32, b32, parallel=parallel)
+    elif _products_in_binary32(a32, b32, fmt, b_format):
+        result = hardware.pairwise_gemm(a32, b32, parallel=parallel)
+    else:
+        return None
     if result is None:
         return None
     bits = np.ascontiguousarray(result).view(np.uint32)
@@ -226,9 +254,8 @@ def matmul(
         raise ValueError(
             f"a and b: inner dimensions differ, a{a_bits.shape} @ b{b_bits.shape}"
         )
-    if order == "sequential" and mode == Rounding.RNE and accumulate is fp32 and _embeds(fmt, fp32) and (
-            _embeds(b_format, fp32)):
-        bits = _hardware_sequential(a_bits, b_bits, fmt, b_format)
+    if mode == Rounding.RNE and accumulate is fp32 and _embeds(fmt, fp32) and _embeds(b_format, fp32):
+        bits = _hardware(a_bits, b_bits, fmt, b_format, order)
         if bits is not None:  # None: a thread's floating-point environment is not the default
             return bits if out_format is fp32 else np.asarray(convert(bits, src=fp32, dst=out_format))
     if b_format is not fmt and order == "sequential":

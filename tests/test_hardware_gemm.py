@@ -28,14 +28,14 @@ PAIRS = [(sf.fp16, sf.fp16), (sf.bf16, sf.bf16), (sf.fp32, sf.fp32), (sf.fp8_e4m
          (sf.fp6_e3m2, sf.fp4_e2m1), (sf.format("p3109_k8p3se"), sf.format("p3109_k8p3se"))]
 
 
-def scalar_sequential(a, b, fmt, b_format):
-    """The scalar kernel of the sequential order, FP32 accumulation and output, RNE."""
+def scalar_sequential(a, b, fmt, b_format, order="sequential"):
+    """The scalar kernel of the order, FP32 accumulation and output, RNE."""
     ua = kernels.unpack_matrix(np.ascontiguousarray(a, np.uint32), fmt.exponent_bits, fmt.fraction_bits,
                                fmt.encoding_code)
     ub = kernels.unpack_matrix(np.ascontiguousarray(b.T, np.uint32), b_format.exponent_bits,
                                b_format.fraction_bits, b_format.encoding_code)
     out = np.empty((a.shape[0], b.shape[1]), np.uint32)
-    kernels.MATMUL["sequential"][0](ua, ub, out, 8, 23, 8, 23, int(sf.Rounding.RNE))
+    kernels.MATMUL[order][0](ua, ub, out, 8, 23, 8, 23, int(sf.Rounding.RNE))
     return out
 
 
@@ -58,6 +58,8 @@ def test_every_tiling_edge_and_every_kind_of_operand(shape):
         got = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp32)
         assert got.shape == (m, n) and got.dtype == np.uint32
         assert_same(got, scalar_sequential(a, b, fmt, b_format), f"{shape} {fmt.name} x {b_format.name}")
+        pairwise = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp32, order="pairwise")
+        assert_same(pairwise, scalar_sequential(a, b, fmt, b_format, "pairwise"), f"{shape} {fmt.name} pairwise")
         # and rounded once more to a narrow output, as the order's definition says
         narrow = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp16)
         assert_same(narrow, np.asarray(sf.convert(got, sf.fp32, sf.fp16)), f"{shape} {fmt.name} -> fp16")
@@ -76,6 +78,23 @@ def test_numpy_float32_k_loop():
     assert_same(linalg.matmul(a, b, sf.fp16, out_format=sf.fp32), acc.view(np.uint32), "numpy k-loop")
 
 
+def test_pairwise_bf16_in_and_out_of_binary32_range():
+    """BF16 products leave binary32's range only for extreme operands: moderate ones take the host's
+    pairwise kernel (checked from their exponents), extreme ones the exact kernels; the same bits."""
+    rng = np.random.default_rng(9)
+    moderate = [sf.bf16.from_float(rng.standard_normal(s) * 2.0 ** rng.integers(-40, 40, s))
+                for s in ((6, 77), (77, 5))]
+    a32, b32 = (linalg._binary32(x, sf.bf16) for x in moderate)
+    assert linalg._products_in_binary32(a32, b32, sf.bf16, sf.bf16)
+    extreme = [x.copy() for x in moderate]
+    extreme[0][0, 0] = sf.bf16.from_float(2.0**100)
+    extreme[1][0, 0] = sf.bf16.from_float(2.0**40)  # a product of 2**140: rounded when added, overflows
+    assert not linalg._products_in_binary32(*(linalg._binary32(x, sf.bf16) for x in extreme), sf.bf16, sf.bf16)
+    for a, b in (moderate, extreme):
+        got = linalg.matmul(a, b, sf.bf16, out_format=sf.fp32, order="pairwise")
+        assert_same(got, scalar_sequential(a, b, sf.bf16, sf.bf16, "pairwise"), "bf16 pairwise")
+
+
 def test_threads_and_tiles_do_not_change_bits(monkeypatch):
     rng = np.random.default_rng(3)
     a, b = random_patterns(rng, sf.bf16, (37, 90)), random_patterns(rng, sf.bf16, (90, 130))
@@ -83,12 +102,14 @@ def test_threads_and_tiles_do_not_change_bits(monkeypatch):
     monkeypatch.setattr(linalg, "PARALLEL_MIN_MACS", 1)
     try:
         sf.set_num_threads(1)
-        one = linalg.matmul(a, b, sf.bf16, out_format=sf.fp32)
+        one = [linalg.matmul(a, b, sf.bf16, out_format=sf.fp32, order=o) for o in ("sequential", "pairwise")]
         sf.set_num_threads(2)
-        two = linalg.matmul(a, b, sf.bf16, out_format=sf.fp32)
+        two = [linalg.matmul(a, b, sf.bf16, out_format=sf.fp32, order=o) for o in ("sequential", "pairwise")]
     finally:
         sf.set_num_threads(before)
-    assert_same(two, one, "2 threads")
+    assert_same(two[0], one[0], "2 threads")
+    assert_same(two[1], one[1], "2 threads, pairwise")
+    one = one[0]
     assert_same(one, scalar_sequential(a, b, sf.bf16, sf.bf16), "scalar")
 
 

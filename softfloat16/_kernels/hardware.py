@@ -120,6 +120,77 @@ def make_fma_gemm(cols, parallel):
 FMA_GEMM = {dtype: (make_fma_gemm(cols, False), make_fma_gemm(cols, True)) for dtype, cols in COLS.items()}
 
 
+MAX_DEPTH = 64  # partial sums of the pairwise tree: enough for k < 2**63
+
+
+def make_pairwise_gemm(cols, parallel):
+    """A compiled ``kernel(a, panels, out, probe) -> bool``: out[i, j] = the products
+    a[i, t] * b[t, j] summed as matmul.pairwise_row's binary tree (a binary counter: while the two
+    newest partial sums cover equally many products they become older + newer; at the end the
+    partial sums are added newest first; k == 1 gives +0 + the product), every + one binary32
+    addition of the host.
+
+    Exact only where every product is a binary32 value (the caller checks the formats): a
+    product is then one multiplication, and each + rounds the exact sum of its operands once, as
+    the order says. Operands as for make_fma_gemm (binary32); the tree's shape depends on k
+    alone, so every lane of a tile takes the same steps."""
+    rows = prange if parallel else range
+
+    @njit(cache=True, parallel=parallel, error_model="numpy")
+    def kernel(a, panels, out, probe):
+        k = a.shape[1]
+        tiles = a.shape[0] // ROWS
+        good = np.ones(tiles, np.bool_)
+        for tile in rows(tiles):
+            good[tile] = env_ok(probe)
+            i0 = tile * ROWS
+            stack = np.empty((ROWS, MAX_DEPTH, cols), a.dtype)
+            sizes = np.empty(MAX_DEPTH, np.int64)
+            p = np.empty((ROWS, cols), a.dtype)
+            for q in range(panels.shape[0]):
+                panel = panels[q]
+                depth = 0
+                for t in range(k):
+                    for r in range(ROWS):
+                        x = a[i0 + r, t]
+                        for w in range(cols):
+                            p[r, w] = x * panel[t, w]
+                    size = 1
+                    while depth > 0 and sizes[depth - 1] == size:
+                        depth -= 1
+                        for r in range(ROWS):
+                            for w in range(cols):
+                                p[r, w] = stack[r, depth, w] + p[r, w]
+                        size *= 2
+                    for r in range(ROWS):
+                        for w in range(cols):
+                            stack[r, depth, w] = p[r, w]
+                    sizes[depth] = size
+                    depth += 1
+                if depth == 0:
+                    p[:, :] = 0
+                else:
+                    depth -= 1
+                    zero = a.dtype.type(0) if k == 1 else a.dtype.type(-0.0)  # k == 1: +0 + the product
+                    for r in range(ROWS):
+                        for w in range(cols):
+                            p[r, w] = stack[r, depth, w] + zero
+                    while depth > 0:
+                        depth -= 1
+                        for r in range(ROWS):
+                            for w in range(cols):
+                                p[r, w] = stack[r, depth, w] + p[r, w]
+                for r in range(ROWS):
+                    for w in range(cols):
+                        out[i0 + r, q * cols + w] = p[r, w]
+        return good.all()
+    return kernel
+
+
+PAIRWISE_GEMM = (make_pairwise_gemm(COLS[np.dtype(np.float32)], False),
+                 make_pairwise_gemm(COLS[np.dtype(np.float32)], True))
+
+
 def padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """x as a C-contiguous array with its dimensions rounded up to multiples of rows and cols, zeros
     in the padding (zero products add +0: the padded results are discarded); x itself if it is one."""
@@ -136,6 +207,19 @@ def panels(b: np.ndarray, cols: int) -> np.ndarray:
     """B (k, n) padded to whole panels and cut into them: (n // cols, k, cols), each contiguous."""
     bp = padded(b, 1, cols)
     return np.ascontiguousarray(bp.reshape(bp.shape[0], bp.shape[1] // cols, cols).transpose(1, 0, 2))
+
+
+def pairwise_gemm(a: np.ndarray, b: np.ndarray, parallel: bool = False) -> np.ndarray | None:
+    """The pairwise order's sums of the products a[i, t] * b[t, j] (float32 arrays whose products
+    are all binary32 values) on the host's binary32 arithmetic; None outside the default
+    floating-point environment."""
+    m, n = a.shape[0], b.shape[1]
+    cols = COLS[a.dtype]
+    ap = padded(a, ROWS, 1)
+    out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
+    if not PAIRWISE_GEMM[parallel](ap, panels(b, cols), out, PROBE):
+        return None
+    return out[:m, :n]
 
 
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, parallel: bool = False) -> np.ndarray | None:
