@@ -133,19 +133,20 @@ def _products_in_binary32(a32: np.ndarray, b32: np.ndarray, fmt: Format, b_forma
     return low_a + low_b >= -126 and high_a + high_b + 2 <= 128  # (a subnormal's field 0: -127)
 
 
-def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, order: str) -> np.ndarray | None:
-    """The sequential or pairwise order, FP32 accumulation, round to nearest even, on the host's
-    arithmetic where it provably gives the model's bits (softfloat16._kernels.hardware): operands
+def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, order: str,
+              mode: int) -> np.ndarray | None:
+    """The sequential or pairwise order, FP32 accumulation, rounding ``mode`` (RNE, RTZ, RUP, RDN),
+    on the host's arithmetic where it provably gives the model's bits (_kernels.hardware): operands
     whose values are all binary32 values (the sequential order: one FMA per step), whose products
     are too (pairwise: one multiplication, then each + one addition). FP32 bits with every NaN the
-    default one; None where neither applies or the host's floating-point environment is not the
-    default one."""
+    default one; None where neither applies or a thread's floating-point environment could not be
+    set to the mode (hosts other than x86: only round to nearest even, when it is the default)."""
     parallel = a.shape[0] > 1 and a.shape[0] * a.shape[1] * b.shape[1] >= PARALLEL_MIN_MACS and numba_threads() > 1
     a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
     if order == "sequential":
-        result = hardware.gemm(a32, b32, parallel=parallel)
+        result = hardware.gemm(a32, b32, parallel=parallel, mode=mode)
     elif _products_in_binary32(a32, b32, fmt, b_format):
-        result = hardware.pairwise_gemm(a32, b32, parallel=parallel)
+        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, mode=mode)
     else:
         return None
     if result is None:
@@ -254,10 +255,11 @@ def matmul(
         raise ValueError(
             f"a and b: inner dimensions differ, a{a_bits.shape} @ b{b_bits.shape}"
         )
-    if mode == Rounding.RNE and accumulate is fp32 and _embeds(fmt, fp32) and _embeds(b_format, fp32):
-        bits = _hardware(a_bits, b_bits, fmt, b_format, order)
-        if bits is not None:  # None: a thread's floating-point environment is not the default
-            return bits if out_format is fp32 else np.asarray(convert(bits, src=fp32, dst=out_format))
+    if mode in hardware.MODES and accumulate is fp32 and _embeds(fmt, fp32) and _embeds(b_format, fp32):
+        bits = _hardware(a_bits, b_bits, fmt, b_format, order, mode)
+        if bits is not None:  # None: not provably the model's bits here
+            return bits if out_format is fp32 else np.asarray(convert(bits, src=fp32, dst=out_format,
+                                                                      rounding=rounding))
     if b_format is not fmt and order == "sequential":
         common = _common_format(fmt, b_format)
         if common is not None:  # exact copies in one format: the same products, the fast kernels

@@ -28,14 +28,14 @@ PAIRS = [(sf.fp16, sf.fp16), (sf.bf16, sf.bf16), (sf.fp32, sf.fp32), (sf.fp8_e4m
          (sf.fp6_e3m2, sf.fp4_e2m1), (sf.format("p3109_k8p3se"), sf.format("p3109_k8p3se"))]
 
 
-def scalar_sequential(a, b, fmt, b_format, order="sequential"):
-    """The scalar kernel of the order, FP32 accumulation and output, RNE."""
+def scalar_sequential(a, b, fmt, b_format, order="sequential", rounding="rne"):
+    """The scalar kernel of the order, FP32 accumulation and output."""
     ua = kernels.unpack_matrix(np.ascontiguousarray(a, np.uint32), fmt.exponent_bits, fmt.fraction_bits,
                                fmt.encoding_code)
     ub = kernels.unpack_matrix(np.ascontiguousarray(b.T, np.uint32), b_format.exponent_bits,
                                b_format.fraction_bits, b_format.encoding_code)
     out = np.empty((a.shape[0], b.shape[1]), np.uint32)
-    kernels.MATMUL[order][0](ua, ub, out, 8, 23, 8, 23, int(sf.Rounding.RNE))
+    kernels.MATMUL[order][0](ua, ub, out, 8, 23, 8, 23, int(sf.Rounding[rounding.upper()]))
     return out
 
 
@@ -55,14 +55,16 @@ def test_every_tiling_edge_and_every_kind_of_operand(shape):
     rng = np.random.default_rng(list(shape))
     for fmt, b_format in PAIRS:
         a, b = random_patterns(rng, fmt, (m, k)), random_patterns(rng, b_format, (k, n))
-        got = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp32)
-        assert got.shape == (m, n) and got.dtype == np.uint32
-        assert_same(got, scalar_sequential(a, b, fmt, b_format), f"{shape} {fmt.name} x {b_format.name}")
-        pairwise = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp32, order="pairwise")
-        assert_same(pairwise, scalar_sequential(a, b, fmt, b_format, "pairwise"), f"{shape} {fmt.name} pairwise")
+        for order in ("sequential", "pairwise"):
+            for rounding in ("rne", "rtz", "rup", "rdn"):
+                label = f"{shape} {fmt.name} x {b_format.name} {order} {rounding}"
+                got = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp32, order=order, rounding=rounding)
+                assert got.shape == (m, n) and got.dtype == np.uint32
+                assert_same(got, scalar_sequential(a, b, fmt, b_format, order, rounding), label)
         # and rounded once more to a narrow output, as the order's definition says
-        narrow = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp16)
-        assert_same(narrow, np.asarray(sf.convert(got, sf.fp32, sf.fp16)), f"{shape} {fmt.name} -> fp16")
+        narrow = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp16, rounding="rup")
+        want = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp32, rounding="rup")
+        assert_same(narrow, np.asarray(sf.convert(want, sf.fp32, sf.fp16, rounding="rup")), f"{shape} -> fp16")
 
 
 def test_numpy_float32_k_loop():
@@ -149,6 +151,8 @@ def _subnormal_case():
 @pytest.mark.skipif(not X86, reason="MXCSR (FTZ/DAZ) is x86's")
 @pytest.mark.parametrize("bits", [FTZ, DAZ, FTZ | DAZ], ids=["ftz", "daz", "ftz+daz"])
 def test_flush_to_zero_set_by_someone_else_changes_nothing(bits):
+    """The kernels set MXCSR themselves for each tile (and restore it): FTZ/DAZ set by someone else
+    change no bit."""
     x, y = _subnormal_case()
     want = scalar_sequential(x, y, sf.fp32, sf.fp32)
     assert sf.fp32.value(int(want[0, 0])) != 0  # the case has subnormal sums
@@ -156,12 +160,14 @@ def test_flush_to_zero_set_by_someone_else_changes_nothing(bits):
     sf.set_num_threads(1)  # the kernel runs on this thread, whose MXCSR is changed
     old = swap_mxcsr(0x1F80 | bits)
     try:
-        assert hardware.gemm(x.view(np.float32), y.view(np.float32)) is None  # detected
+        direct = hardware.gemm(x.view(np.float32), y.view(np.float32))  # sets its own MXCSR per tile
         got = linalg.matmul(x, y, sf.fp32)
+        assert swap_mxcsr(0x1F80 | bits) & 0xFFC0 == 0x1F80 | bits  # gave the caller's back (flags aside)
     finally:
         swap_mxcsr(old)
         sf.set_num_threads(before)
     assert_same(got, want, "under " + hex(bits))
+    assert_same(np.ascontiguousarray(direct).view(np.uint32), want, "the kernel itself")
 
 
 @pytest.mark.parametrize("mode", ["FE_UPWARD", "FE_TOWARDZERO", "FE_DOWNWARD"])
@@ -179,7 +185,8 @@ def test_a_directed_rounding_mode_set_by_someone_else_changes_nothing(mode):
     sf.set_num_threads(1)
     assert libm.fesetround(codes[mode]) == 0
     try:
-        assert hardware.gemm(*(np.asarray(sf.convert(x, sf.fp16, sf.fp32)).view(np.float32) for x in (a, b))) is None
+        direct = hardware.gemm(*(np.asarray(sf.convert(x, sf.fp16, sf.fp32)).view(np.float32) for x in (a, b)))
+        assert (direct is None) != hardware.X86  # x86: set to nearest even per tile; elsewhere: refused
         got = linalg.matmul(a, b, sf.fp16, out_format=sf.fp32)
     finally:
         libm.fesetround(codes["FE_TONEAREST"])

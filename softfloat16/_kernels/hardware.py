@@ -22,8 +22,10 @@ replace them with their model's NaN.
 The GEMM (:func:`make_fma_gemm`) holds a tile of ``ROWS`` x ``COLS`` accumulators while streaming k,
 so each element's chain runs in k order: the same bits whatever the tiling and thread count.
 """
+import functools
+
 import numpy as np
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -50,6 +52,47 @@ def fma(typingctx, x, y, c):
     return x(x, y, c), codegen
 
 
+# Rounding-mode codes (core.RNE ...) of the modes binary arithmetic has in hardware.
+RNE, RTZ, RUP, RDN = 0, 2, 3, 4
+MODES = (RNE, RTZ, RUP, RDN)
+X86 = binding.get_process_triple().startswith("x86_64")
+# x86's MXCSR: every exception masked, no FTZ, no DAZ, and the rounding-control field per mode.
+MXCSR = {RNE: 0x1F80, RDN: 0x3F80, RUP: 0x5F80, RTZ: 0x7F80}
+
+
+@intrinsic
+def _swap_mxcsr(typingctx, value):
+    """Load ``value`` into MXCSR and return the old contents (x86-64 only)."""
+    if not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i32, i8p = ir.IntType(32), ir.IntType(8).as_pointer()
+        slot = cgutils.alloca_once(builder, i32)
+        void = ir.FunctionType(ir.VoidType(), [i8p])
+        builder.call(cgutils.get_or_insert_function(builder.module, void, "llvm.x86.sse.stmxcsr"),
+                     [builder.bitcast(slot, i8p)])
+        old = builder.load(slot)
+        builder.store(builder.trunc(args[0], i32) if args[0].type.width > 32 else args[0], slot)
+        builder.call(cgutils.get_or_insert_function(builder.module, void, "llvm.x86.sse.ldmxcsr"),
+                     [builder.bitcast(slot, i8p)])
+        return builder.sext(old, context.get_value_type(types.int64))
+
+    return types.int64(value), codegen
+
+
+if X86:
+    @njit(cache=True)
+    def swap_mxcsr(value):
+        """Set this thread's MXCSR; the old value (restore it with another call)."""
+        return _swap_mxcsr(value)
+else:
+    @njit(cache=True)
+    def swap_mxcsr(value):
+        """Elsewhere the environment is only checked (env_ok), never set: -1."""
+        return -1
+
+
 # The probe's operands: the smallest normal binary64 and binary32 values, 0.75, the smallest
 # subnormal binary64 and binary32 values, 2, 1, a value just above half an ulp of 1, half an ulp.
 PROBE = np.array([2.0**-1022, 2.0**-126, 0.75, 2.0**-1074, 2.0**-149, 2.0, 1.0, 2.0**-53 + 2.0**-60,
@@ -57,31 +100,38 @@ PROBE = np.array([2.0**-1022, 2.0**-126, 0.75, 2.0**-1074, 2.0**-149, 2.0, 1.0, 
 
 
 @njit(cache=True, error_model="numpy")
-def env_ok(probe):
-    """Whether this thread rounds to nearest even, with subnormal results and operands kept
-    (no FTZ, no DAZ), in binary64 and binary32 alike."""
+def env_ok(probe, mode=RNE):
+    """Whether this thread rounds binary64 and binary32 results as ``mode`` says (RNE, RTZ, RUP or
+    RDN), with subnormal results and operands kept (no FTZ, no DAZ)."""
     tiny64, tiny32, three_quarters = probe[0], np.float32(probe[1]), probe[2]
     sub64, sub32, two, one = probe[3], np.float32(probe[4]), probe[5], probe[6]
     ok = tiny64 * three_quarters != 0.0 and tiny32 * np.float32(three_quarters) != 0  # FTZ
     ok = ok and sub64 * two != 0.0 and sub32 * np.float32(two) != 0  # DAZ
     above64, half64, above32, half32 = probe[7], probe[8], np.float32(probe[9]), np.float32(probe[10])
-    # Nearest even: above half an ulp rounds away from zero on both sides, a tie to even (down).
-    ok = ok and one + above64 == 1.0 + 2.0**-52 and -one - above64 == -(1.0 + 2.0**-52) and one + half64 == one
+    # 1 plus just above half an ulp, on both sides of zero: away from 1 or not, as the mode says;
+    # nearest even also takes a tie to even (down).
+    up_pos, up_neg = mode == RNE or mode == RUP, mode == RNE or mode == RDN
     one32 = np.float32(one)
-    ok = ok and one32 + above32 == np.float32(1.0 + 2.0**-23) and -one32 - above32 == np.float32(-(1.0 + 2.0**-23))
-    return ok and one32 + half32 == one32
+    ok = ok and (one + above64 == 1.0 + 2.0**-52) == up_pos and (-one - above64 == -(1.0 + 2.0**-52)) == up_neg
+    ok = ok and (one32 + above32 == np.float32(1.0 + 2.0**-23)) == up_pos
+    ok = ok and (-one32 - above32 == np.float32(-(1.0 + 2.0**-23))) == up_neg
+    return ok and (mode != RNE or (one + half64 == one and one32 + half32 == one32))
 
 
-def make_fma_gemm(cols, parallel):
+@functools.cache
+def make_fma_gemm(cols, parallel, mode=RNE):
     """A compiled ``kernel(a, panels, c, has_c, out, probe) -> bool``: out[i, j] = the chain
     acc = fma(a[i, t], b[t, j], acc) over t in order, from c[i, j] (+0 without ``has_c``).
 
     ``a`` (m, k), ``c`` and ``out`` (m, n): arrays of one float type, m a multiple of ROWS;
     ``panels`` (n // cols, k, cols): B cut into panels of ``cols`` columns (:func:`panels`). A tile
     of ROWS rows x ``cols`` columns keeps its accumulators while k streams; ``parallel`` spreads
-    tiles of rows over threads (the same bits). Returns False when the floating-point environment
-    of a thread that ran a tile is not the default one (then ``out`` is meaningless)."""
+    tiles of rows over threads (the same bits). Every + rounds as ``mode`` says: on x86 each tile
+    sets its thread's MXCSR to that mode without FTZ or DAZ and restores it after; elsewhere the
+    environment is only checked. Returns False when a tile's environment was not the one asked
+    for (then ``out`` is meaningless)."""
     rows = prange if parallel else range  # in the closure, hence in the cache key (see matmul.make_matmul)
+    control = MXCSR[mode]
 
     @njit(cache=True, parallel=parallel, error_model="numpy")
     def kernel(a, panels, c, has_c, out, probe):
@@ -89,7 +139,8 @@ def make_fma_gemm(cols, parallel):
         tiles = a.shape[0] // ROWS
         good = np.ones(tiles, np.bool_)
         for tile in rows(tiles):
-            good[tile] = env_ok(probe)
+            saved = swap_mxcsr(control)
+            good[tile] = env_ok(probe, mode)
             i0, i1, i2, i3 = tile * ROWS, tile * ROWS + 1, tile * ROWS + 2, tile * ROWS + 3
             for p in range(panels.shape[0]):
                 j0 = p * cols
@@ -112,18 +163,19 @@ def make_fma_gemm(cols, parallel):
                 out[i1, j0:j0 + cols] = acc1
                 out[i2, j0:j0 + cols] = acc2
                 out[i3, j0:j0 + cols] = acc3
+            if saved >= 0:
+                swap_mxcsr(saved)
         return good.all()
     return kernel
 
 
-#: (serial, tile-parallel) kernels by float type; both give the same bits.
-FMA_GEMM = {dtype: (make_fma_gemm(cols, False), make_fma_gemm(cols, True)) for dtype, cols in COLS.items()}
 
 
 MAX_DEPTH = 64  # partial sums of the pairwise tree: enough for k < 2**63
 
 
-def make_pairwise_gemm(cols, parallel):
+@functools.cache
+def make_pairwise_gemm(cols, parallel, mode=RNE):
     """A compiled ``kernel(a, panels, out, probe) -> bool``: out[i, j] = the products
     a[i, t] * b[t, j] summed as matmul.pairwise_row's binary tree (a binary counter: while the two
     newest partial sums cover equally many products they become older + newer; at the end the
@@ -133,8 +185,9 @@ def make_pairwise_gemm(cols, parallel):
     Exact only where every product is a binary32 value (the caller checks the formats): a
     product is then one multiplication, and each + rounds the exact sum of its operands once, as
     the order says. Operands as for make_fma_gemm (binary32); the tree's shape depends on k
-    alone, so every lane of a tile takes the same steps."""
+    alone, so every lane of a tile takes the same steps. ``mode``: as for make_fma_gemm."""
     rows = prange if parallel else range
+    control = MXCSR[mode]
 
     @njit(cache=True, parallel=parallel, error_model="numpy")
     def kernel(a, panels, out, probe):
@@ -142,7 +195,8 @@ def make_pairwise_gemm(cols, parallel):
         tiles = a.shape[0] // ROWS
         good = np.ones(tiles, np.bool_)
         for tile in rows(tiles):
-            good[tile] = env_ok(probe)
+            saved = swap_mxcsr(control)
+            good[tile] = env_ok(probe, mode)
             i0 = tile * ROWS
             stack = np.empty((ROWS, MAX_DEPTH, cols), a.dtype)
             sizes = np.empty(MAX_DEPTH, np.int64)
@@ -183,12 +237,10 @@ def make_pairwise_gemm(cols, parallel):
                 for r in range(ROWS):
                     for w in range(cols):
                         out[i0 + r, q * cols + w] = p[r, w]
+            if saved >= 0:
+                swap_mxcsr(saved)
         return good.all()
     return kernel
-
-
-PAIRWISE_GEMM = (make_pairwise_gemm(COLS[np.dtype(np.float32)], False),
-                 make_pairwise_gemm(COLS[np.dtype(np.float32)], True))
 
 
 def padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -209,28 +261,29 @@ def panels(b: np.ndarray, cols: int) -> np.ndarray:
     return np.ascontiguousarray(bp.reshape(bp.shape[0], bp.shape[1] // cols, cols).transpose(1, 0, 2))
 
 
-def pairwise_gemm(a: np.ndarray, b: np.ndarray, parallel: bool = False) -> np.ndarray | None:
+def pairwise_gemm(a: np.ndarray, b: np.ndarray, parallel: bool = False, mode: int = RNE) -> np.ndarray | None:
     """The pairwise order's sums of the products a[i, t] * b[t, j] (float32 arrays whose products
-    are all binary32 values) on the host's binary32 arithmetic; None outside the default
-    floating-point environment."""
+    are all binary32 values) on the host's binary32 arithmetic, every + rounded as ``mode`` says;
+    None where a thread's environment could not be made so (make_fma_gemm)."""
     m, n = a.shape[0], b.shape[1]
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
-    if not PAIRWISE_GEMM[parallel](ap, panels(b, cols), out, PROBE):
+    if not make_pairwise_gemm(cols, parallel, mode)(ap, panels(b, cols), out, PROBE):
         return None
     return out[:m, :n]
 
 
-def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, parallel: bool = False) -> np.ndarray | None:
+def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, parallel: bool = False,
+         mode: int = RNE) -> np.ndarray | None:
     """The chain of fused multiply-adds ``c = a[i, t] * b[t, j] + c`` over t in order for every
-    (i, j), from ``c`` (+0 when None), on the host's FMA: float32 or float64 arrays of one dtype.
-    None when the floating-point environment of a thread is not the default one."""
+    (i, j), from ``c`` (+0 when None), on the host's FMA rounding as ``mode`` says: float32 or
+    float64 arrays of one dtype. None where a thread's environment could not be made so."""
     m, n = a.shape[0], b.shape[1]
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
     cp = out if c is None else padded(c, ROWS, cols)  # (not read without c)
-    if not FMA_GEMM[a.dtype][parallel](ap, panels(b, cols), cp, c is not None, out, PROBE):
+    if not make_fma_gemm(cols, parallel, mode)(ap, panels(b, cols), cp, c is not None, out, PROBE):
         return None
     return out[:m, :n]
