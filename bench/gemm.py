@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("NUMBA_NUM_THREADS", str(max(2, os.cpu_count() or 1)))
 
@@ -21,7 +20,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import softfloat16 as sf  # noqa: E402
-from machine import describe_machine  # noqa: E402  (bench/machine.py, beside this script)
+from machine import best_seconds as best  # noqa: E402  (bench/machine.py, beside this script)
+from machine import describe_machine  # noqa: E402
 
 SHAPES = ((256, 256, 256), (128, 768, 768), (512, 1024, 256))
 FORMATS = (("fp16", "fp16"), ("bf16", "bf16"), ("fp8_e4m3fn", "fp8_e5m2"), ("fp32", "fp32"))
@@ -29,16 +29,6 @@ FORMATS = (("fp16", "fp16"), ("bf16", "bf16"), ("fp8_e4m3fn", "fp8_e5m2"), ("fp3
 # policies the host's FMA does not cover.
 POLICIES = (("sequential", {}), ("pairwise", {"order": "pairwise"}), ("tensorcore h100", {"order": "tensorcore"}),
             ("sequential, rtz", {"rounding": "rtz"}), ("sequential, fp16 acc.", {"accumulate": "fp16"}))
-
-
-def best(call, repeat: int) -> float:
-    call()
-    seconds = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        seconds = min(seconds, time.perf_counter() - start)
-    return seconds
 
 
 def operands(rng, fmt: str, b_fmt: str, m: int, k: int, n: int):

@@ -30,18 +30,8 @@ import numpy as np  # noqa: E402
 
 import softfloat16 as sf  # noqa: E402
 import softfloat16.linalg as linalg  # noqa: E402
-from machine import describe_machine  # noqa: E402  (bench/machine.py, beside this script)
+from machine import best_seconds, describe_machine  # noqa: E402  (bench/machine.py, beside this script)
 from sim.train import TrainConfig, Trainer  # noqa: E402
-
-
-def best_seconds(fn, repeat: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def bench_step(steps: int) -> None:

@@ -115,22 +115,20 @@ def _binary32(bits: np.ndarray, fmt: Format) -> np.ndarray:
 
 def _products_in_binary32(a32: np.ndarray, b32: np.ndarray, fmt: Format, b_format: Format) -> bool:
     """Whether every product of these operands is a binary32 value: significands of at most 24 bits
-    together, and magnitudes that keep every product between 2**-126 and 2**128 (from the formats'
-    ranges, else from the operands' own exponent fields: integer arithmetic, no host rounding)."""
+    together, every product's lowest bit at least 2**-149 and its value below 2**128. From the
+    formats' ranges, else from the operands' own binary32 exponent fields fa, fb: fa + fb >= 128
+    puts a product's lowest bit at or above 2**(128 - 254 - 22) (at most 22 fraction bits
+    together), fa + fb <= 380 keeps it below 2**128 (integer work, no host rounding)."""
     if fmt.precision + b_format.precision > 24:
         return False
     if (fmt.emax + b_format.emax + 2 <= 128 and
             fmt.min_subnormal_exponent + b_format.min_subnormal_exponent >= -149):
         return True  # every product's lowest bit is at least 2**-149, and below 2**128
-    exponents = []
-    for x in (a32, b32):
-        magnitude = x.view(np.uint32) & np.uint32(0x7FFFFFFF)
-        finite = magnitude[(magnitude != 0) & (magnitude < 0x7F800000)] >> 23
-        if finite.size == 0:
-            return True  # zeros, infinities and NaN only: IEEE rules, nothing to round
-        exponents.append((int(finite.min()) - 127, int(finite.max()) - 127))
-    (low_a, high_a), (low_b, high_b) = exponents
-    return low_a + low_b >= -126 and high_a + high_b + 2 <= 128  # (a subnormal's field 0: -127)
+    (low_a, high_a), (low_b, high_b) = (hardware.exponent_range(np.ascontiguousarray(x).view(np.uint32))
+                                        for x in (a32, b32))
+    if high_a < 0 or high_b < 0:
+        return True  # zeros, infinities and NaN only on one side: IEEE rules, nothing to round
+    return low_a + low_b - 254 >= -126 and high_a + high_b - 254 + 2 <= 128  # (fields; a subnormal's is 0)
 
 
 def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, order: str,

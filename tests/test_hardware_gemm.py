@@ -12,10 +12,6 @@ import platform
 
 import numpy as np
 import pytest
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 import softfloat16 as sf
 from softfloat16 import linalg
@@ -120,27 +116,7 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 FTZ, DAZ = 0x8000, 0x0040  # MXCSR bits
 
 
-@intrinsic
-def _swap_mxcsr(typingctx, value):
-    """Set MXCSR to ``value`` and return the old one (x86-64)."""
-    def codegen(context, builder, signature, args):
-        i32, i8p = ir.IntType(32), ir.IntType(8).as_pointer()
-        slot = cgutils.alloca_once(builder, i32)
-        void = ir.FunctionType(ir.VoidType(), [i8p])
-        builder.call(cgutils.get_or_insert_function(builder.module, void, "llvm.x86.sse.stmxcsr"),
-                     [builder.bitcast(slot, i8p)])
-        old = builder.load(slot)
-        builder.store(args[0], slot)
-        builder.call(cgutils.get_or_insert_function(builder.module, void, "llvm.x86.sse.ldmxcsr"),
-                     [builder.bitcast(slot, i8p)])
-        return old
-
-    return types.int32(types.int32), codegen
-
-
-@njit
-def swap_mxcsr(value):
-    return _swap_mxcsr(value)
+swap_mxcsr = hardware.swap_mxcsr  # (x86: loads MXCSR, returns the old value)
 
 
 def _subnormal_case():

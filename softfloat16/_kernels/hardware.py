@@ -174,6 +174,31 @@ def make_fma_gemm(cols, parallel, mode=RNE):
 MAX_DEPTH = 64  # partial sums of the pairwise tree: enough for k < 2**63
 
 
+@njit(cache=True, error_model="numpy")
+def exponent_range(bits):
+    """(smallest, largest) exponent field of the finite nonzero binary32 patterns in ``bits``
+    (uint32, any shape; (256, -1) when there are none): integer work, no host rounding."""
+    low, high = 256, -1
+    for x in bits.ravel():
+        field = (x >> 23) & 0xFF
+        if x & 0x7FFFFFFF != 0 and field != 0xFF:
+            low = min(low, field)
+            high = max(high, field)
+    return low, high
+
+
+BLOCK = 16  # products the pairwise kernel sums as one tree in registers
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _tree8(x, panel, t, o, w):
+    """The balanced tree of the 8 products x[o + u] * panel[t + o + u, w], u = 0 .. 7."""
+    return (((x[o] * panel[t + o, w] + x[o + 1] * panel[t + o + 1, w])
+             + (x[o + 2] * panel[t + o + 2, w] + x[o + 3] * panel[t + o + 3, w]))
+            + ((x[o + 4] * panel[t + o + 4, w] + x[o + 5] * panel[t + o + 5, w])
+               + (x[o + 6] * panel[t + o + 6, w] + x[o + 7] * panel[t + o + 7, w])))
+
+
 @functools.cache
 def make_pairwise_gemm(cols, parallel, mode=RNE):
     """A compiled ``kernel(a, panels, out, probe) -> bool``: out[i, j] = the products
@@ -204,12 +229,23 @@ def make_pairwise_gemm(cols, parallel, mode=RNE):
             for q in range(panels.shape[0]):
                 panel = panels[q]
                 depth = 0
-                for t in range(k):
-                    for r in range(ROWS):
-                        x = a[i0 + r, t]
-                        for w in range(cols):
-                            p[r, w] = x * panel[t, w]
-                    size = 1
+                for t in range(0, k, 1):
+                    if t % BLOCK == 0 and t + BLOCK <= k:
+                        # BLOCK products from a multiple of BLOCK: the counter's balanced tree of
+                        # them in registers, then one partial sum (the state the counter reaches).
+                        for r in range(ROWS):
+                            x = a[i0 + r, t:t + BLOCK]
+                            for w in range(cols):
+                                p[r, w] = _tree8(x, panel, t, 0, w) + _tree8(x, panel, t, 8, w)
+                        size = BLOCK
+                    elif t < k - k % BLOCK:
+                        continue  # inside a block, summed above
+                    else:
+                        for r in range(ROWS):
+                            x0 = a[i0 + r, t]
+                            for w in range(cols):
+                                p[r, w] = x0 * panel[t, w]
+                        size = 1
                     while depth > 0 and sizes[depth - 1] == size:
                         depth -= 1
                         for r in range(ROWS):
