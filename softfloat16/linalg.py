@@ -110,7 +110,10 @@ def _binary32(bits: np.ndarray, fmt: Format) -> np.ndarray:
     """Patterns of a format whose values are all binary32 values, as float32 (a table lookup)."""
     if fmt is fp32:
         return np.asarray(bits, np.uint32).view(np.float32)
-    return _binary32_table(fmt)[np.asarray(bits, np.int64)]
+    bits = np.ascontiguousarray(bits)
+    out = np.empty(bits.shape, np.float32)
+    hardware.gather(bits.ravel(), _binary32_table(fmt), out.ravel())
+    return out
 
 
 def _products_in_binary32(a32: np.ndarray, b32: np.ndarray, fmt: Format, b_format: Format) -> bool:
@@ -142,15 +145,12 @@ def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, order
     parallel = a.shape[0] > 1 and a.shape[0] * a.shape[1] * b.shape[1] >= PARALLEL_MIN_MACS and numba_threads() > 1
     a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
     if order == "sequential":
-        result = hardware.gemm(a32, b32, parallel=parallel, mode=mode)
+        result = hardware.gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
     elif _products_in_binary32(a32, b32, fmt, b_format):
-        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, mode=mode)
+        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
     else:
         return None
-    if result is None:
-        return None
-    bits = np.ascontiguousarray(result).view(np.uint32)
-    return np.where(np.isnan(result), np.uint32(fp32.default_nan), bits)
+    return None if result is None else np.ascontiguousarray(result).view(np.uint32)
 
 
 def _matrix(x, fmt: Format, name: str) -> np.ndarray:

@@ -180,11 +180,8 @@ def _host_fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, fp64: bo
     else:
         as_float, nan = (lambda x: x.astype(np.uint32).view(np.float32)), 0x7FFFFFFF
     parallel = a.shape[0] > 1 and a.size * b.shape[1] >= 1 << 20 and numba_threads() > 1
-    d = hardware.gemm(as_float(a), as_float(b), None if c is None else as_float(c), parallel=parallel)
-    if d is None:
-        return None
-    bits = np.ascontiguousarray(d).view(np.uint64 if fp64 else np.uint32)
-    return np.where(np.isnan(d), bits.dtype.type(nan), bits)
+    d = hardware.gemm(as_float(a), as_float(b), None if c is None else as_float(c), parallel=parallel, nan=nan)
+    return None if d is None else np.ascontiguousarray(d).view(np.uint64 if fp64 else np.uint32)
 
 
 def _positive(value, name: str) -> int:

@@ -16,8 +16,8 @@ zero (FTZ), denormals are zero (DAZ) or a directed rounding mode give other bits
 measures the environment of the thread it runs on with operands the compiler cannot see
 (:data:`PROBE`, passed as an argument: a constant would be folded at compile time, in the default
 environment); every kernel here calls it on each thread and reports failure, and the caller then
-falls back to the exact integer kernels. NaN results carry the host's payload and sign: callers
-replace them with their model's NaN.
+falls back to the exact integer kernels. NaN results carry the host's payload and sign: the
+kernels write the caller's NaN pattern instead.
 
 The GEMM (:func:`make_fma_gemm`) holds a tile of ``ROWS`` x ``COLS`` accumulators while streaming k,
 so each element's chain runs in k order: the same bits whatever the tiling and thread count.
@@ -118,10 +118,17 @@ def env_ok(probe, mode=RNE):
     return ok and (mode != RNE or (one + half64 == one and one32 + half32 == one32))
 
 
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _stored(value, nan):
+    """A result as the caller's model writes it: every NaN (the host's payload and sign) is ``nan``."""
+    return value if value == value else nan
+
+
 @functools.cache
 def make_fma_gemm(cols, parallel, mode=RNE):
-    """A compiled ``kernel(a, panels, c, has_c, out, probe) -> bool``: out[i, j] = the chain
-    acc = fma(a[i, t], b[t, j], acc) over t in order, from c[i, j] (+0 without ``has_c``).
+    """A compiled ``kernel(a, panels, c, has_c, out, probe, nan) -> bool``: out[i, j] = the chain
+    acc = fma(a[i, t], b[t, j], acc) over t in order, from c[i, j] (+0 without ``has_c``), a NaN
+    written as ``nan[0]`` (the caller's NaN).
 
     ``a`` (m, k), ``c`` and ``out`` (m, n): arrays of one float type, m a multiple of ROWS;
     ``panels`` (n // cols, k, cols): B cut into panels of ``cols`` columns (:func:`panels`). A tile
@@ -134,7 +141,7 @@ def make_fma_gemm(cols, parallel, mode=RNE):
     control = MXCSR[mode]
 
     @njit(cache=True, parallel=parallel, error_model="numpy")
-    def kernel(a, panels, c, has_c, out, probe):
+    def kernel(a, panels, c, has_c, out, probe, nan):
         k = a.shape[1]
         tiles = a.shape[0] // ROWS
         good = np.ones(tiles, np.bool_)
@@ -159,10 +166,11 @@ def make_fma_gemm(cols, parallel, mode=RNE):
                         acc1[w] = fma(x1, y, acc1[w])
                         acc2[w] = fma(x2, y, acc2[w])
                         acc3[w] = fma(x3, y, acc3[w])
-                out[i0, j0:j0 + cols] = acc0
-                out[i1, j0:j0 + cols] = acc1
-                out[i2, j0:j0 + cols] = acc2
-                out[i3, j0:j0 + cols] = acc3
+                for w in range(cols):
+                    out[i0, j0 + w] = _stored(acc0[w], nan[0])
+                    out[i1, j0 + w] = _stored(acc1[w], nan[0])
+                    out[i2, j0 + w] = _stored(acc2[w], nan[0])
+                    out[i3, j0 + w] = _stored(acc3[w], nan[0])
             if saved >= 0:
                 swap_mxcsr(saved)
         return good.all()
@@ -201,7 +209,7 @@ def _tree8(x, panel, t, o, w):
 
 @functools.cache
 def make_pairwise_gemm(cols, parallel, mode=RNE):
-    """A compiled ``kernel(a, panels, out, probe) -> bool``: out[i, j] = the products
+    """A compiled ``kernel(a, panels, out, probe, nan) -> bool``: out[i, j] = the products
     a[i, t] * b[t, j] summed as matmul.pairwise_row's binary tree (a binary counter: while the two
     newest partial sums cover equally many products they become older + newer; at the end the
     partial sums are added newest first; k == 1 gives +0 + the product), every + one binary32
@@ -215,7 +223,7 @@ def make_pairwise_gemm(cols, parallel, mode=RNE):
     control = MXCSR[mode]
 
     @njit(cache=True, parallel=parallel, error_model="numpy")
-    def kernel(a, panels, out, probe):
+    def kernel(a, panels, out, probe, nan):
         k = a.shape[1]
         tiles = a.shape[0] // ROWS
         good = np.ones(tiles, np.bool_)
@@ -272,7 +280,7 @@ def make_pairwise_gemm(cols, parallel, mode=RNE):
                                 p[r, w] = stack[r, depth, w] + p[r, w]
                 for r in range(ROWS):
                     for w in range(cols):
-                        out[i0 + r, q * cols + w] = p[r, w]
+                        out[i0 + r, q * cols + w] = _stored(p[r, w], nan[0])
             if saved >= 0:
                 swap_mxcsr(saved)
         return good.all()
@@ -291,35 +299,66 @@ def padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return out
 
 
+@njit(cache=True, parallel=True, error_model="numpy")
+def _pack(b, out):
+    """out[p, t, w] = b[t, p * cols + w], zero past b's last column (threads over panels)."""
+    k, n, cols = b.shape[0], b.shape[1], out.shape[2]
+    for p in prange(out.shape[0]):
+        for t in range(k):
+            for w in range(cols):
+                j = p * cols + w
+                out[p, t, w] = b[t, j] if j < n else 0
+
+
 def panels(b: np.ndarray, cols: int) -> np.ndarray:
     """B (k, n) padded to whole panels and cut into them: (n // cols, k, cols), each contiguous."""
-    bp = padded(b, 1, cols)
-    return np.ascontiguousarray(bp.reshape(bp.shape[0], bp.shape[1] // cols, cols).transpose(1, 0, 2))
+    out = np.empty((-(-b.shape[1] // cols), b.shape[0], cols), b.dtype)
+    _pack(b, out)
+    return out
 
 
-def pairwise_gemm(a: np.ndarray, b: np.ndarray, parallel: bool = False, mode: int = RNE) -> np.ndarray | None:
+@njit(cache=True, parallel=True, error_model="numpy")
+def gather(codes, table, out):
+    """out[i] = table[codes[i]] over flat arrays (threads over chunks): patterns widened exactly
+    by a table of their values."""
+    for i in prange(codes.shape[0]):
+        out[i] = table[codes[i]]
+
+
+def _nan(dtype, nan: int | None) -> np.ndarray:
+    """The NaN pattern ``nan`` (default: the format's quiet NaN) as a one-element float array."""
+    bits = np.dtype(np.uint32 if dtype == np.float32 else np.uint64)
+    default = 0x7FC00000 if dtype == np.float32 else 0x7FF8000000000000
+    return np.array([default if nan is None else nan], bits).view(dtype)
+
+
+def pairwise_gemm(a: np.ndarray, b: np.ndarray, parallel: bool = False, mode: int = RNE,
+                  nan: int | None = None) -> np.ndarray | None:
     """The pairwise order's sums of the products a[i, t] * b[t, j] (float32 arrays whose products
-    are all binary32 values) on the host's binary32 arithmetic, every + rounded as ``mode`` says;
-    None where a thread's environment could not be made so (make_fma_gemm)."""
+    are all binary32 values) on the host's binary32 arithmetic, every + rounded as ``mode`` says,
+    every NaN the pattern ``nan``; None where a thread's environment could not be made so
+    (make_fma_gemm)."""
     m, n = a.shape[0], b.shape[1]
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
-    if not make_pairwise_gemm(cols, parallel, mode)(ap, panels(b, cols), out, PROBE):
+    if not make_pairwise_gemm(cols, parallel, mode)(ap, panels(b, cols), out, PROBE, _nan(a.dtype, nan)):
         return None
     return out[:m, :n]
 
 
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, parallel: bool = False,
-         mode: int = RNE) -> np.ndarray | None:
+         mode: int = RNE, nan: int | None = None) -> np.ndarray | None:
     """The chain of fused multiply-adds ``c = a[i, t] * b[t, j] + c`` over t in order for every
-    (i, j), from ``c`` (+0 when None), on the host's FMA rounding as ``mode`` says: float32 or
-    float64 arrays of one dtype. None where a thread's environment could not be made so."""
+    (i, j), from ``c`` (+0 when None), on the host's FMA rounding as ``mode`` says, every NaN the
+    pattern ``nan`` (default: the format's quiet NaN): float32 or float64 arrays of one dtype.
+    None where a thread's environment could not be made so."""
     m, n = a.shape[0], b.shape[1]
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
     cp = out if c is None else padded(c, ROWS, cols)  # (not read without c)
-    if not make_fma_gemm(cols, parallel, mode)(ap, panels(b, cols), cp, c is not None, out, PROBE):
+    if not make_fma_gemm(cols, parallel, mode)(ap, panels(b, cols), cp, c is not None, out, PROBE,
+                                               _nan(a.dtype, nan)):
         return None
     return out[:m, :n]
