@@ -24,14 +24,15 @@ PAIRS = [(sf.fp16, sf.fp16), (sf.bf16, sf.bf16), (sf.fp32, sf.fp32), (sf.fp8_e4m
          (sf.fp6_e3m2, sf.fp4_e2m1), (sf.format("p3109_k8p3se"), sf.format("p3109_k8p3se"))]
 
 
-def scalar_sequential(a, b, fmt, b_format, order="sequential", rounding="rne"):
-    """The scalar kernel of the order, FP32 accumulation and output."""
+def scalar_sequential(a, b, fmt, b_format, order="sequential", rounding="rne", accumulate=sf.fp32):
+    """The scalar kernel of the order, FP32 output (accumulation: FP32 unless given)."""
     ua = kernels.unpack_matrix(np.ascontiguousarray(a, np.uint32), fmt.exponent_bits, fmt.fraction_bits,
                                fmt.encoding_code)
     ub = kernels.unpack_matrix(np.ascontiguousarray(b.T, np.uint32), b_format.exponent_bits,
                                b_format.fraction_bits, b_format.encoding_code)
     out = np.empty((a.shape[0], b.shape[1]), np.uint32)
-    kernels.MATMUL[order][0](ua, ub, out, 8, 23, 8, 23, int(sf.Rounding[rounding.upper()]))
+    kernels.MATMUL[order][0](ua, ub, out, accumulate.exponent_bits, accumulate.fraction_bits, 8, 23,
+                             int(sf.Rounding[rounding.upper()]))
     return out
 
 
@@ -61,6 +62,25 @@ def test_every_tiling_edge_and_every_kind_of_operand(shape):
         narrow = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp16, rounding="rup")
         want = linalg.matmul(a, b, fmt, b_format=b_format, out_format=sf.fp32, rounding="rup")
         assert_same(narrow, np.asarray(sf.convert(want, sf.fp32, sf.fp16, rounding="rup")), f"{shape} -> fp16")
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (5, 13, 67), (4, 300, 33), (9, 64, 3)], ids=str)
+def test_narrow_accumulators(shape):
+    """FP16 / BF16 / E5M2 accumulation, round to nearest even (the float64 lanes, which step aside
+    outside the default environment): the scalar kernel's bits for random patterns and for
+    moderate values whose sums round in every step, reach subnormals and overflow."""
+    m, k, n = shape
+    rng = np.random.default_rng([m, k, n, 1])
+    for accumulate in (sf.fp16, sf.bf16, sf.fp8_e5m2):
+        for fmt, b_format in PAIRS:
+            a, b = random_patterns(rng, fmt, (m, k)), random_patterns(rng, b_format, (k, n))
+            scale = 2.0 ** rng.integers(-12, 6, (m, k))
+            moderate = (fmt.from_float(rng.standard_normal((m, k)) * scale),
+                        b_format.from_float(rng.standard_normal((k, n))))
+            for x, y in ((a, b), moderate):
+                got = linalg.matmul(x, y, fmt, b_format=b_format, accumulate=accumulate, out_format=sf.fp32)
+                want = scalar_sequential(x, y, fmt, b_format, accumulate=accumulate)
+                assert_same(got, want, f"{shape} {fmt.name} x {b_format.name} into {accumulate.name}")
 
 
 def test_numpy_float32_k_loop():
