@@ -13,6 +13,7 @@ arithmetic exists.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,11 +62,16 @@ def instruction(gpu: str, a_format: Format | str, b_format: Format | str | None 
                          f"an architecture ({', '.join(_ARCHS)}), a preset name or a TensorCore")
     a, d = parse_format(a_format), parse_format(d_format)
     b = a if b_format is None else parse_format(b_format)
-    found = [p for p in PRESETS.values() if p.arch == arch and p.scale is None
-             and (p.a, p.b, p.d) == (a.name, b.name, d.name)]
+    return _instruction(gpu, arch, a.name, b.name, d.name)
+
+
+@functools.cache
+def _instruction(gpu: str, arch: str, a: str, b: str, d: str) -> Preset:
+    """instruction()'s search over the catalogue, once per (GPU, formats)."""
+    found = [p for p in PRESETS.values() if p.arch == arch and p.scale is None and (p.a, p.b, p.d) == (a, b, d)]
     if not found:
         taken = sorted({f"{p.a} x {p.b} -> {p.d}" for p in PRESETS.values() if p.arch == arch and p.scale is None})
-        raise ValueError(f"tensor_core: {gpu} ({arch}) has no instruction for {a.name} x {b.name} -> {d.name}; "
+        raise ValueError(f"tensor_core: {gpu} ({arch}) has no instruction for {a} x {b} -> {d}; "
                          f"it has {', '.join(taken)} (a TensorCore(B, F) takes any format)")
     return min(found, key=_rank)
 
@@ -77,9 +83,12 @@ def takes(gpu: str, a_format: Format | str, b_format: Format | str | None = None
     >>> takes("h100", "fp16"), takes("h100", "fp32"), takes("mi300x", "fp32")
     (True, False, True)
     """
-    arch = TENSOR_CORES.get(gpu.lower(), gpu.lower())
     a = parse_format(a_format).name
-    b = a if b_format is None else parse_format(b_format).name
+    return _takes(TENSOR_CORES.get(gpu.lower(), gpu.lower()), a, a if b_format is None else parse_format(b_format).name)
+
+
+@functools.cache
+def _takes(arch: str, a: str, b: str) -> bool:
     return any(p.arch == arch and p.scale is None and (p.a, p.b) == (a, b) for p in PRESETS.values())
 
 
