@@ -26,13 +26,11 @@ from .ops import as_bits, convert
 from .reductions import dot, sum  # noqa: A004 - sf.linalg.sum, as the API names it
 from .rounding import Rounding, parse_rounding
 from .tensor_cores import TENSOR_CORES, TensorCore, resolve
-from .threads import numba_threads
+from .threads import parallel_gemm
 
 __all__ = ["ORDERS", "TENSOR_CORES", "TensorCore", "dot", "matmul", "sum"]
 
 ORDERS = kernels.ROWS._fields + ("tensorcore",)  # a row kernel each; tensorcore: softfloat16.mma
-# Products with fewer multiply-adds than this run on one thread: starting threads costs more.
-PARALLEL_MIN_MACS = 1 << 20
 
 
 @functools.cache
@@ -142,7 +140,7 @@ def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, order
     are too (pairwise: one multiplication, then each + one addition). FP32 bits with every NaN the
     default one; None where neither applies or a thread's floating-point environment could not be
     set to the mode (hosts other than x86: only round to nearest even, when it is the default)."""
-    parallel = a.shape[0] > 1 and a.shape[0] * a.shape[1] * b.shape[1] >= PARALLEL_MIN_MACS and numba_threads() > 1
+    parallel = parallel_gemm(a.shape[0], a.shape[1], b.shape[1])
     a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
     if order == "sequential":
         result = hardware.gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
@@ -266,7 +264,7 @@ def matmul(
     ebits, fbits = fmt.exponent_bits, fmt.fraction_bits
     m, k, n = a_bits.shape[0], a_bits.shape[1], b_bits.shape[1]
     out = np.empty((m, n), dtype=np.uint32)
-    use_parallel = m > 1 and m * k * n >= PARALLEL_MIN_MACS and numba_threads() > 1
+    use_parallel = parallel_gemm(m, k, n)
     formats = (accumulate.exponent_bits, accumulate.fraction_bits, out_format.exponent_bits,
                out_format.fraction_bits, mode)
     uint32_lanes = order == "sequential" and b_format is fmt and _exact_in(fmt, accumulate)

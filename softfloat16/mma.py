@@ -29,7 +29,7 @@ from softfloat16.formats import FORMATS, Format, as_bits
 from softfloat16.formats import format as parse_format
 from softfloat16.mma_presets import PRESETS, Model, Preset, model_params
 from softfloat16.ops import binary, convert
-from softfloat16.threads import numba_threads
+from softfloat16.threads import numba_threads, parallel_gemm
 
 __all__ = ["PRESETS", "Model", "Preset", "gemm", "mma", "preset", "presets"]
 
@@ -179,7 +179,7 @@ def _host_fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, fp64: bo
         as_float, nan = (lambda x: np.ascontiguousarray(x).view(np.float64)), int(mma_fma64.NAN64)
     else:
         as_float, nan = (lambda x: x.astype(np.uint32).view(np.float32)), 0x7FFFFFFF
-    parallel = a.shape[0] > 1 and a.size * b.shape[1] >= 1 << 20 and numba_threads() > 1
+    parallel = parallel_gemm(a.shape[0], a.shape[1], b.shape[1])
     d = hardware.gemm(as_float(a), as_float(b), None if c is None else as_float(c), parallel=parallel, nan=nan)
     return None if d is None else np.ascontiguousarray(d).view(np.uint64 if fp64 else np.uint32)
 

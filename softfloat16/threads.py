@@ -27,11 +27,14 @@ from collections.abc import Callable
 
 import numba
 
-__all__ = ["PARALLEL_MIN_ELEMENTS", "get_num_threads", "numba_threads", "run_split", "set_num_threads"]
+__all__ = ["PARALLEL_MIN_ELEMENTS", "PARALLEL_MIN_MACS", "get_num_threads", "numba_threads", "parallel_gemm",
+           "run_split", "set_num_threads"]
 
 # Below this many elements one thread is faster: handing a run to a thread costs tens of
 # microseconds, the time of some 10^4 elements (bench/threads.py measures where splitting pays).
 PARALLEL_MIN_ELEMENTS = 1 << 17
+# GEMMs with fewer multiply-adds than this run on one thread: starting threads costs more.
+PARALLEL_MIN_MACS = 1 << 20
 _ALIGN = 256  # the fast loops' block length: runs start on a block boundary
 
 _count: int | None = None
@@ -56,6 +59,12 @@ def numba_threads() -> int:
     if _count is not None:
         numba.set_num_threads(min(_count, numba.config.NUMBA_NUM_THREADS))
     return numba.get_num_threads()
+
+
+def parallel_gemm(m: int, k: int, n: int) -> bool:
+    """Whether an (m, k) @ (k, n) GEMM runs its rows on Numba's threads: more than one row, at least
+    PARALLEL_MIN_MACS multiply-adds, and more than one thread (numba_threads sets the count)."""
+    return m > 1 and m * k * n >= PARALLEL_MIN_MACS and numba_threads() > 1
 
 
 def get_num_threads() -> int:

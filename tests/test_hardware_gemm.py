@@ -117,7 +117,7 @@ def test_threads_and_tiles_do_not_change_bits(monkeypatch):
     rng = np.random.default_rng(3)
     a, b = random_patterns(rng, sf.bf16, (37, 90)), random_patterns(rng, sf.bf16, (90, 130))
     before = sf.get_num_threads()
-    monkeypatch.setattr(linalg, "PARALLEL_MIN_MACS", 1)
+    monkeypatch.setattr(sf.threads, "PARALLEL_MIN_MACS", 1)
     try:
         sf.set_num_threads(1)
         one = [linalg.matmul(a, b, sf.bf16, out_format=sf.fp32, order=o) for o in ("sequential", "pairwise")]

@@ -307,7 +307,7 @@ def test_row_parallel_lanes_give_the_same_bits(monkeypatch):
         pytest.skip("one thread")
     rng = np.random.default_rng(9)
     a, b = edge_matrices(rng, sf.fp32, 12, 40, 37)
-    monkeypatch.setattr(linalg, "PARALLEL_MIN_MACS", 1)
+    monkeypatch.setattr(sf.threads, "PARALLEL_MIN_MACS", 1)
     # One order: each parallel build compiles for ~15 s on CI's 2 cores, and the row split is the
     # same code for every order (linalg's dispatch); the serial builds are tested in every order.
     for order in ("pairwise",):

@@ -241,9 +241,9 @@ def test_lane_kernel_gives_the_scalar_kernels_bits(name, rounding):
 def test_parallel_kernel_gives_the_same_bits(monkeypatch):
     rng = np.random.default_rng(11)
     a, b = random_bits(rng, sf.fp16, (128, 128)), random_bits(rng, sf.fp16, (128, 80))
-    assert 128 * 128 * 80 >= linalg.PARALLEL_MIN_MACS
+    assert 128 * 128 * 80 >= sf.threads.PARALLEL_MIN_MACS
     parallel = linalg.matmul(a, b, sf.fp16)
-    monkeypatch.setattr(linalg, "PARALLEL_MIN_MACS", 1 << 62)
+    monkeypatch.setattr(sf.threads, "PARALLEL_MIN_MACS", 1 << 62)
     np.testing.assert_array_equal(parallel, linalg.matmul(a, b, sf.fp16))
 
 
