@@ -137,6 +137,11 @@ group=0, fraction_bits2=0)
                       "tensorcore", 1, 1, block, a.name, b.name, "fp32", "fp32", model)
 
 
+def _is_gpu(tensor_core) -> bool:
+    """Whether ``tensor_core`` names a GPU or an architecture (in any case)."""
+    return isinstance(tensor_core, str) and (tensor_core.lower() in TENSOR_CORES or tensor_core.lower() in _ARCHS)
+
+
 def resolve(tensor_core: TensorCore | Preset | str, a_format: Format | str, b_format: Format | str | None = None,
             d_format: Format | str = "fp32") -> Preset:
     """The instruction preset of any ``tensor_core`` argument for these operand formats."""
@@ -146,7 +151,7 @@ def resolve(tensor_core: TensorCore | Preset | str, a_format: Format | str, b_fo
         return tensor_core.preset(a_format, b_format)
     if isinstance(tensor_core, Preset):
         return tensor_core
-    if isinstance(tensor_core, str) and tensor_core.lower() in TENSOR_CORES or tensor_core in _ARCHS:
+    if _is_gpu(tensor_core):
         return instruction(tensor_core, a_format, b_format, d_format)
     if isinstance(tensor_core, str) and tensor_core in PRESETS:
         return PRESETS[tensor_core]
@@ -162,7 +167,7 @@ def checked(tensor_core: TensorCore | Preset | str) -> TensorCore | Preset | str
     GPU or architecture name in lower case, a preset name; anything else gets one line."""
     if isinstance(tensor_core, (TensorCore, Preset)):
         return tensor_core
-    if isinstance(tensor_core, str) and (tensor_core.lower() in TENSOR_CORES or tensor_core.lower() in _ARCHS):
+    if _is_gpu(tensor_core):
         return tensor_core.lower()
     if isinstance(tensor_core, str) and tensor_core in PRESETS:
         return tensor_core
