@@ -425,11 +425,16 @@ def _run_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     except ValueError as error:
         parser.error(str(error))
     except KeyboardInterrupt:
-        print("\ninterrupted" + (f"; finished chunks are in {args.checkpoint}: run the same command to resume"
-                                 if args.checkpoint else ""), file=sys.stderr)
-        return 130
+        return _interrupted(args.checkpoint)
     print(format_summary(summary))
     return 1 if summary.mismatches else 0
+
+
+def _interrupted(checkpoint: str | None) -> int:
+    """Ctrl-C in a sweep: one line on stderr (where the finished chunks are, to resume), status 130."""
+    print("\ninterrupted" + (f"; finished chunks are in {checkpoint}: run the same command to resume"
+                             if checkpoint else ""), file=sys.stderr)
+    return 130
 
 
 def _scheduler_error(parser: argparse.ArgumentParser, error: Exception) -> int:
@@ -465,9 +470,7 @@ def _run_table(parser: argparse.ArgumentParser, args: argparse.Namespace, progre
     except ValueError as error:
         parser.error(str(error))
     except KeyboardInterrupt:
-        print("\ninterrupted" + (f"; finished chunks are in {args.checkpoint}/: run the same command to resume"
-                                 if args.checkpoint else ""), file=sys.stderr)
-        return 130
+        return _interrupted(args.checkpoint and args.checkpoint + "/")
     print(format_table(result))
     return 1 if result.mismatches else 0
 
@@ -495,9 +498,7 @@ def _run_verify_mma(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         print(f"{parser.prog} verify-mma: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\ninterrupted" + (f"; finished chunks are in {args.checkpoint}: run the same command to resume"
-                                 if args.checkpoint else ""), file=sys.stderr)
-        return 130
+        return _interrupted(args.checkpoint)
     print(format_mma_table(summary))
     return 1 if summary.mismatches else 0
 

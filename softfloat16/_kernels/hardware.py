@@ -177,8 +177,6 @@ def make_fma_gemm(cols, parallel, mode=RNE):
     return kernel
 
 
-
-
 MAX_DEPTH = 64  # partial sums of the pairwise tree: enough for k < 2**63
 
 
