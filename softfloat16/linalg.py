@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from ._kernels import matmul as kernels
-from ._kernels import hardware, matmul_lanes
+from ._kernels import hardware, matmul_lanes, twosum
 from ._kernels.loops import FAST_MAX_FRACTION_BITS
 from . import mma
 from .formats import Format, bf16, fp16, fp32
@@ -132,23 +132,52 @@ def _products_in_binary32(a32: np.ndarray, b32: np.ndarray, fmt: Format, b_forma
     return low_a + low_b - 254 >= -126 and high_a + high_b - 254 + 2 <= 128  # (fields; a subnormal's is 0)
 
 
-def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, order: str,
+def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accumulate: Format, order: str,
               mode: int) -> np.ndarray | None:
-    """The sequential or pairwise order, FP32 accumulation, rounding ``mode`` (RNE, RTZ, RUP, RDN),
-    on the host's arithmetic where it provably gives the model's bits (_kernels.hardware): operands
-    whose values are all binary32 values (the sequential order: one FMA per step), whose products
-    are too (pairwise: one multiplication, then each + one addition). FP32 bits with every NaN the
-    default one; None where neither applies or a thread's floating-point environment could not be
-    set to the mode (hosts other than x86: only round to nearest even, when it is the default)."""
+    """The sequential or pairwise order on the host's arithmetic where it provably gives the model's
+    bits (_kernels.hardware, _kernels.twosum), for operands whose values are all binary32 values:
+
+    - FP32 accumulation rounded as RNE, RTZ, RUP or RDN: the sequential order is one FMA per step;
+      the pairwise order one multiplication, then each + one addition, where every product is a
+      binary32 value;
+    - every other deterministic mode and accumulation format of at most 22 bits within binary32's
+      range (FP16, BF16, TF32, E5M2; FP32 with RNA or ROD), sequential order, finite operands whose
+      products are binary32 values: each step the host's sum and its exact error (TwoSum), rounded
+      into the accumulation format in integers.
+
+    FP32 bits (the accumulated values) with every NaN the default one; None where none applies or
+    a thread's floating-point environment could not be set (hosts other than x86: only round to
+    nearest even, when it is the default)."""
+    if not (_embeds(fmt, fp32) and _embeds(b_format, fp32)):
+        return None
+    fma_rounds = mode in hardware.MODES and accumulate is fp32
+    spec = _twosum_spec(accumulate, mode) if not fma_rounds and order == "sequential" else None
+    if not fma_rounds and spec is None:
+        return None
     parallel = parallel_gemm(a.shape[0], a.shape[1], b.shape[1])
     a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
-    if order == "sequential":
+    if spec is not None:
+        if not (_products_in_binary32(a32, b32, fmt, b_format) and all(twosum.finite(x.view(np.uint32))
+                                                                       for x in (a32, b32))):
+            return None
+        result = twosum.gemm(a32, b32, spec, parallel=parallel)
+    elif order == "sequential":
         result = hardware.gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
     elif _products_in_binary32(a32, b32, fmt, b_format):
         result = hardware.pairwise_gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
     else:
         return None
     return None if result is None else np.ascontiguousarray(result).view(np.uint32)
+
+
+@functools.cache
+def _twosum_spec(accumulate: Format, mode: int) -> tuple | None:
+    """The _kernels.twosum kernel's rounding of each step into ``accumulate``, or None where it has none."""
+    narrow = accumulate.precision <= 22 and accumulate.ieee_like and _embeds(accumulate, fp32)
+    if not (narrow or (accumulate is fp32 and mode in (Rounding.RNA, Rounding.ROD))):
+        return None
+    largest = np.asarray(convert(np.array([accumulate.max_finite], accumulate.dtype), src=accumulate, dst=fp32))
+    return twosum.spec_of(int(mode), accumulate.precision, accumulate.emin, int(largest.reshape(-1)[0]))
 
 
 def _matrix(x, fmt: Format, name: str) -> np.ndarray:
@@ -251,11 +280,9 @@ def matmul(
         raise ValueError(
             f"a and b: inner dimensions differ, a{a_bits.shape} @ b{b_bits.shape}"
         )
-    if mode in hardware.MODES and accumulate is fp32 and _embeds(fmt, fp32) and _embeds(b_format, fp32):
-        bits = _hardware(a_bits, b_bits, fmt, b_format, order, mode)
-        if bits is not None:  # None: not provably the model's bits here
-            return bits if out_format is fp32 else np.asarray(convert(bits, src=fp32, dst=out_format,
-                                                                      rounding=rounding))
+    bits = _hardware(a_bits, b_bits, fmt, b_format, accumulate, order, mode)
+    if bits is not None:  # None: not provably the model's bits here
+        return bits if out_format is fp32 else np.asarray(convert(bits, src=fp32, dst=out_format, rounding=rounding))
     if b_format is not fmt and order == "sequential":
         common = _common_format(fmt, b_format)
         if common is not None:  # exact copies in one format: the same products, the fast kernels

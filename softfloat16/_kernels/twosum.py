@@ -1,0 +1,238 @@
+"""Sums rounded into any accumulation format, on the host's binary32 arithmetic and integer steps.
+
+One step of a sum, ``acc + p`` rounded into an accumulation format, for binary32 values ``acc``
+and ``p``: the host adds them to nearest even, ``s``, and Knuth's TwoSum gives the exact error
+``err = (acc + p) - s`` (a binary32 value: the sum of two binary32 values never has a lost bit
+that is not one, unless it overflows). The exact sum ``s + err`` is then rounded in integers:
+
+- into a narrower format (``precision`` at most 22: FP16, BF16, TF32, E5M2): ``s`` is first made
+  the round-to-odd value of the exact sum (its bits truncated toward zero, the last bit set when
+  ``err`` is not zero), which keeps the sticky information; with 24 >= precision + 2 bits, rounding
+  that value once more, in any mode, gives the correctly rounded exact sum.
+- into binary32 itself: to nearest with ties away (``s`` moves one unit away from zero where
+  ``err`` is exactly half a unit toward it) and to odd (the truncation with its last bit set).
+
+Both need round to nearest even from the host (every kernel here sets and checks it, as in
+_kernels/hardware.py) and operands whose sums cannot overflow binary32 unnoticed: finite operands
+whose products are binary32 values (the caller checks). An overflow of ``s`` itself is seen (its
+exponent field) and rounds as the mode rounds an overflow; so is an infinite accumulator, which
+stays infinite where the mode took it there.
+"""
+import functools
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+from .hardware import COLS, MXCSR, PROBE, RNE, ROWS, _nan, env_ok, padded, panels, swap_mxcsr
+
+RNA, RTZ, RUP, RDN, ROD = 1, 2, 3, 4, 5  # core's rounding codes (RNE from hardware)
+MODES = (RNE, RNA, RTZ, RUP, RDN, ROD)
+INF32, SIGN32, MAGNITUDE32 = 0x7F800000, 0x80000000, 0x7FFFFFFF
+
+
+def _overflow_value(mode: int, negative, builder, max_bits, inf):
+    """The magnitude an overflow rounds to: infinity, or the largest finite (toward zero)."""
+    if mode in (RNE, RNA):
+        return inf
+    if mode in (RTZ, ROD):
+        return max_bits
+    if mode == RUP:
+        return builder.select(negative, max_bits, inf)
+    return builder.select(negative, inf, max_bits)  # RDN
+
+
+def _round_narrow(builder, so, mode, precision, emin_field, max_bits):
+    """Round the binary32 pattern ``so`` (a round-to-odd value, or infinity) into a format of
+    ``precision`` bits whose smallest normal binary32 exponent field is ``emin_field`` and whose
+    largest finite value has the binary32 pattern ``max_bits``: integer steps on the magnitude
+    (the encoding's order is the values' order, so a carry into the exponent is right)."""
+    smallest_bits = (emin_field - precision + 1) << 23 if emin_field - precision + 1 > 0 else (
+        1 << (emin_field + 23 - precision))  # the target's smallest subnormal, 2**(emin - precision + 1)
+    i32 = ir.IntType(32)
+
+    def c(value):
+        return ir.Constant(i32, value)
+
+    sign = builder.and_(so, c(SIGN32))
+    negative = builder.icmp_unsigned("!=", sign, c(0))
+    mag = builder.and_(so, c(MAGNITUDE32))
+    field = builder.lshr(mag, c(23))
+    field = builder.select(builder.icmp_unsigned("<", field, c(1)), c(1), field)  # subnormal: field 1's scale
+    below = builder.icmp_unsigned("<", field, c(emin_field))
+    extra = builder.select(below, builder.sub(c(emin_field), field), c(0))  # the target's subnormals
+    drop = builder.add(c(24 - precision), extra)
+    # At most 23 bits go: below that the value is under one unit of the target (handled as tiny).
+    tiny = builder.icmp_unsigned(">", drop, c(23))
+    nonzero = builder.icmp_unsigned("!=", mag, c(0))
+    tie_or_more = builder.icmp_unsigned("==", drop, c(24))  # the value in [unit / 2, unit)
+    drop = builder.select(tiny, c(23), drop)
+    unit = builder.shl(c(1), drop)
+    mask = builder.sub(unit, c(1))
+    keep = builder.xor(mask, c(0xFFFFFFFF))
+    # The last kept bit of the significand (the implicit bit when all 23 fraction bits go).
+    odd = builder.and_(builder.lshr(builder.or_(mag, c(0x800000)), drop), c(1))
+    if mode == RNE:
+        r = builder.and_(builder.add(mag, builder.add(builder.lshr(mask, c(1)), odd)), keep)
+        up = builder.and_(tie_or_more, builder.icmp_unsigned("!=", builder.and_(mag, c(0x7FFFFF)), c(0)))
+    elif mode == RNA:
+        r = builder.and_(builder.add(mag, builder.lshr(unit, c(1))), keep)
+        up = tie_or_more
+    elif mode == RTZ:
+        r = builder.and_(mag, keep)
+        up = ir.Constant(ir.IntType(1), 0)
+    elif mode == RUP:
+        r = builder.and_(builder.add(mag, builder.select(negative, c(0), mask)), keep)
+        up = builder.and_(nonzero, builder.not_(negative))
+    elif mode == RDN:
+        r = builder.and_(builder.add(mag, builder.select(negative, mask, c(0))), keep)
+        up = builder.and_(nonzero, negative)
+    else:  # ROD: the truncation, one unit further where it is even and bits were lost
+        sticky = builder.icmp_unsigned("!=", builder.and_(mag, mask), c(0))
+        even = builder.icmp_unsigned("==", odd, c(0))
+        r = builder.add(builder.and_(mag, keep), builder.select(builder.and_(sticky, even), unit, c(0)))
+        up = nonzero
+    # Under one unit of the target's smallest subnormal: zero or that subnormal.
+    r = builder.select(tiny, builder.select(up, c(smallest_bits), c(0)), r)
+    over = builder.icmp_unsigned(">", r, c(max_bits))
+    r = builder.select(over, _overflow_value(mode, negative, builder, c(max_bits), c(INF32)), r)
+    return builder.or_(sign, r)
+
+
+def _round_binary32(builder, sb, eb, inexact, toward, mode):
+    """The exact sum s + err rounded into binary32 with ties away (RNA) or to odd (ROD), from
+    s = RNE(sum) (pattern ``sb``), err's pattern ``eb``, and whether s lies toward zero of the sum."""
+    i32 = ir.IntType(32)
+
+    def c(value):
+        return ir.Constant(i32, value)
+
+    mag = builder.and_(sb, c(MAGNITUDE32))
+    overflowed = builder.icmp_unsigned(">=", mag, c(INF32))
+    if mode == ROD:
+        truncated = builder.select(toward, sb, builder.sub(sb, c(1)))
+        odd = builder.select(inexact, builder.or_(truncated, c(1)), sb)
+        return builder.select(overflowed, builder.or_(builder.and_(sb, c(SIGN32)), c(0x7F7FFFFF)), odd)
+    # RNA: a tie (|err| is half a unit of s, s toward zero of the sum) goes one unit away. Half a
+    # unit of s's binade is 2**(field - 151): pattern (field - 24) << 23, or 1 << (field - 2) below
+    # the normal range (a field under 2 has no ties: such sums are exact).
+    field = builder.lshr(mag, c(23))
+    field = builder.select(builder.icmp_unsigned("<", field, c(2)), c(2), field)
+    normal_half = builder.shl(builder.sub(field, c(24)), c(23))
+    small = builder.icmp_unsigned("<=", field, c(24))
+    tiny_half = builder.shl(c(1), builder.select(small, builder.sub(field, c(2)), c(0)))
+    half = builder.select(small, tiny_half, normal_half)
+    tie = builder.and_(builder.and_(inexact, toward),
+                       builder.icmp_unsigned("==", builder.and_(eb, c(MAGNITUDE32)), half))
+    tie = builder.and_(tie, builder.not_(overflowed))
+    return builder.select(tie, builder.add(sb, c(1)), sb)
+
+
+@intrinsic
+def _finish(typingctx, s, err, acc, p, mode, precision, emin_field, max_bits):
+    """The exact ``acc + p = s + err`` rounded by ``mode`` into a format of ``precision`` bits,
+    smallest normal binary32 exponent field ``emin_field``, largest finite binary32 pattern
+    ``max_bits``: compile-time integers (precision 24: binary32 itself, modes RNA and ROD)."""
+    spec = (mode, precision, emin_field, max_bits)
+    if not all(isinstance(t, types.IntegerLiteral) for t in spec):
+        return None
+    mode, precision, emin_field, max_bits = (t.literal_value for t in spec)
+
+    def codegen(context, builder, signature, args):
+        s_, err_, acc_, p_ = args[:4]
+        i32 = ir.IntType(32)
+        sb, eb = builder.bitcast(s_, i32), builder.bitcast(err_, i32)
+        inexact = builder.fcmp_unordered("!=", err_, ir.Constant(ir.FloatType(), 0.0))  # NaN: inexact
+        # s lies toward zero of the exact sum where err has s's sign.
+        toward = builder.icmp_signed(">=", builder.xor(eb, sb), ir.Constant(i32, 0))
+        if precision == 24:
+            out = _round_binary32(builder, sb, eb, inexact, toward, mode)
+        else:
+            truncated = builder.select(toward, sb, builder.sub(sb, ir.Constant(i32, 1)))
+            so = builder.select(inexact, builder.or_(truncated, ir.Constant(i32, 1)), sb)
+            out = _round_narrow(builder, so, mode, precision, emin_field, max_bits)
+            if mode == RDN:
+                # An exact zero sum toward negative is -0 unless both terms are +0 (the host gave +0).
+                zero = builder.fcmp_ordered("==", s_, ir.Constant(ir.FloatType(), 0.0))
+                signs = builder.and_(builder.or_(builder.bitcast(acc_, i32), builder.bitcast(p_, i32)),
+                                     ir.Constant(i32, SIGN32))
+                out = builder.select(zero, signs, out)
+        return builder.bitcast(out, ir.FloatType())
+
+    return types.float32(s, err, acc, p, *spec), codegen
+
+
+@njit(cache=True, error_model="numpy")
+def finite(bits):
+    """Whether no binary32 pattern in ``bits`` (uint32, any shape) is an infinity or a NaN."""
+    for x in bits.ravel():
+        if (x & 0x7F800000) == 0x7F800000:
+            return False
+    return True
+
+
+@functools.cache
+def make_rounded_gemm(cols, parallel, spec):
+    """A compiled ``kernel(a, panels, out, probe) -> bool``: out[i, j] = the chain acc = round(acc +
+    a[i, t] * b[t, j]) over t in order from +0, each step the exact sum rounded as ``spec`` (a tuple
+    mode, precision, emin_field, max_bits: see _finish). binary32 operands whose products are all
+    binary32 values, finite; layout, tiles and threads as hardware.make_fma_gemm. Returns False
+    when a tile's environment could not be made round to nearest even without FTZ or DAZ."""
+    rows = prange if parallel else range
+    control = MXCSR[RNE]
+    mode, precision, emin_field, max_bits = spec  # compile-time constants of the kernel
+
+    @njit(cache=True, parallel=parallel, error_model="numpy")
+    def kernel(a, panels, out, probe):
+        k = a.shape[1]
+        tiles = a.shape[0] // ROWS
+        good = np.ones(tiles, np.bool_)
+        for tile in rows(tiles):
+            saved = swap_mxcsr(control)
+            good[tile] = env_ok(probe, RNE)
+            i0 = tile * ROWS
+            acc = np.empty((ROWS, cols), np.float32)
+            for q in range(panels.shape[0]):
+                panel = panels[q]
+                acc[:, :] = 0
+                for t in range(k):
+                    for r in range(ROWS):
+                        x = a[i0 + r, t]
+                        for w in range(cols):
+                            c = acc[r, w]
+                            product = x * panel[t, w]
+                            s = c + product
+                            back = s - c
+                            err = (c - (s - back)) + (product - back)
+                            acc[r, w] = _finish(s, err, c, product, mode, precision, emin_field, max_bits)
+                for r in range(ROWS):
+                    for w in range(cols):
+                        out[i0 + r, q * cols + w] = acc[r, w]
+            if saved >= 0:
+                swap_mxcsr(saved)
+        return good.all()
+    return kernel
+
+
+def spec_of(mode: int, precision: int, emin: int, max_bits: int) -> tuple:
+    """The kernel's spec for rounding ``mode`` into a format of ``precision`` bits, smallest normal
+    exponent ``emin``, largest finite value of binary32 pattern ``max_bits``."""
+    if precision > 22 and (precision != 24 or mode not in (RNA, ROD)):
+        raise ValueError(f"no exact rounding of a binary32 sum to {precision} bits in mode {mode} here")
+    return (int(mode), int(precision), int(emin) + 127, int(max_bits))
+
+
+def gemm(a: np.ndarray, b: np.ndarray, spec: tuple, parallel: bool = False) -> np.ndarray | None:
+    """The sequential sums of products of float32 ``a`` (m, k) and ``b`` (k, n), every step rounded
+    as ``spec`` (spec_of): float32 results, None where a thread's environment could not be set."""
+    m, n = a.shape[0], b.shape[1]
+    cols = COLS[np.dtype(np.float32)]
+    ap = padded(a, ROWS, 1)
+    out = np.empty((ap.shape[0], -(-n // cols) * cols), np.float32)
+    if not make_rounded_gemm(cols, parallel, spec)(ap, panels(b, cols), out, PROBE):
+        return None
+    return out[:m, :n]
+
+
+__all__ = ["MODES", "finite", "gemm", "make_rounded_gemm", "spec_of", "_nan"]
