@@ -25,10 +25,13 @@ from machine import describe_machine  # noqa: E402
 
 SHAPES = ((256, 256, 256), (128, 768, 768), (512, 1024, 256))
 FORMATS = (("fp16", "fp16"), ("bf16", "bf16"), ("fp8_e4m3fn", "fp8_e5m2"), ("fp32", "fp32"))
-# (label, linalg.matmul options): the default policy in both orders, the h100 tensor core, and
-# policies the host's FMA does not cover.
+# (label, linalg.matmul options): the default policy in both orders, the h100 tensor core, a
+# directed mode (the host's FMA, MXCSR set), and policies rounded in integers after the host's
+# sums (_kernels/twosum.py): ties away from zero, FP16 accumulation in both orders.
 POLICIES = (("sequential", {}), ("pairwise", {"order": "pairwise"}), ("tensorcore h100", {"order": "tensorcore"}),
-            ("sequential, rtz", {"rounding": "rtz"}), ("sequential, fp16 acc.", {"accumulate": "fp16"}))
+            ("sequential, rtz", {"rounding": "rtz"}), ("sequential, rna", {"rounding": "rna"}),
+            ("sequential, fp16 acc.", {"accumulate": "fp16"}),
+            ("pairwise, fp16 acc.", {"order": "pairwise", "accumulate": "fp16"}))
 
 
 def operands(rng, fmt: str, b_fmt: str, m: int, k: int, n: int):

@@ -141,32 +141,32 @@ def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accum
       the pairwise order one multiplication, then each + one addition, where every product is a
       binary32 value;
     - every other deterministic mode and accumulation format of at most 22 bits within binary32's
-      range (FP16, BF16, TF32, E5M2; FP32 with RNA or ROD), sequential order, finite operands whose
-      products are binary32 values: each step the host's sum and its exact error (TwoSum), rounded
-      into the accumulation format in integers.
+      range (FP16, BF16, TF32, E5M2; FP32 with RNA or ROD), both orders, finite operands whose
+      products are binary32 values: each + the host's sum and its exact error (TwoSum), rounded
+      into the accumulation format in integers (_kernels.twosum).
 
     FP32 bits (the accumulated values) with every NaN the default one; None where none applies or
     a thread's floating-point environment could not be set (hosts other than x86: only round to
     nearest even, when it is the default)."""
     if not (_embeds(fmt, fp32) and _embeds(b_format, fp32)):
         return None
-    fma_rounds = mode in hardware.MODES and accumulate is fp32
-    spec = _twosum_spec(accumulate, mode) if not fma_rounds and order == "sequential" else None
-    if not fma_rounds and spec is None:
+    host_rounds = mode in hardware.MODES and accumulate is fp32
+    spec = twosum.PLAIN if host_rounds else _twosum_spec(accumulate, mode)
+    if spec is None:
         return None
     parallel = parallel_gemm(a.shape[0], a.shape[1], b.shape[1])
     a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
-    if spec is not None:
-        if not (_products_in_binary32(a32, b32, fmt, b_format) and all(twosum.finite(x.view(np.uint32))
-                                                                       for x in (a32, b32))):
-            return None
-        result = twosum.gemm(a32, b32, spec, parallel=parallel)
-    elif order == "sequential":
-        result = hardware.gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
-    elif _products_in_binary32(a32, b32, fmt, b_format):
-        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
-    else:
+    if not host_rounds and not all(twosum.finite(x.view(np.uint32)) for x in (a32, b32)):
         return None
+    if order == "sequential" and host_rounds:
+        result = hardware.gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
+    elif not _products_in_binary32(a32, b32, fmt, b_format):
+        return None
+    elif order == "sequential":
+        result = hardware.gemm(a32, b32, parallel=parallel, spec=spec)
+    else:
+        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, mode=mode if host_rounds else hardware.RNE,
+                                        nan=fp32.default_nan, spec=spec)
     return None if result is None else np.ascontiguousarray(result).view(np.uint32)
 
 

@@ -83,10 +83,13 @@ def test_narrow_accumulators(shape):
                 assert_same(got, want, f"{shape} {fmt.name} x {b_format.name} into {accumulate.name}")
 
 
-# Each accumulation format with every mode (FP16), or nearest even and one directed mode.
-ROUNDED_STEPS = ([(sf.fp16, r) for r in ("rne", "rna", "rtz", "rup", "rdn", "rod")]
-                 + [(acc, r) for acc in (sf.bf16, sf.tf32, sf.fp8_e5m2) for r in ("rne", "rdn")]
-                 + [(sf.fp32, "rna"), (sf.fp32, "rod")])
+# Each accumulation format with every mode (FP16), or nearest even and one directed mode; the
+# pairwise order with a few of them.
+ROUNDED_STEPS = ([(sf.fp16, r, "sequential") for r in ("rne", "rna", "rtz", "rup", "rdn", "rod")]
+                 + [(acc, r, "sequential") for acc in (sf.bf16, sf.tf32, sf.fp8_e5m2) for r in ("rne", "rdn")]
+                 + [(sf.fp32, "rna", "sequential"), (sf.fp32, "rod", "sequential")]
+                 + [(sf.fp16, "rne", "pairwise"), (sf.fp16, "rup", "pairwise"), (sf.bf16, "rtz", "pairwise"),
+                    (sf.fp32, "rna", "pairwise")])
 
 
 def finite_patterns(rng, fmt, shape):
@@ -95,15 +98,14 @@ def finite_patterns(rng, fmt, shape):
     return np.where(np.asarray(fmt.is_finite(x)), x, np.zeros_like(x))
 
 
-@pytest.mark.parametrize("accumulate, rounding", ROUNDED_STEPS, ids=lambda x: getattr(x, "name", x))
-def test_sums_rounded_into_any_accumulator_in_every_mode(accumulate, rounding):
-    """The TwoSum kernel (_kernels.twosum): each step's exact sum rounded into the accumulation
-    format in integers. The scalar kernel's bits for moderate values (sums that round, carry into
-    the next binade, reach the accumulator's subnormals) and for uniformly random finite patterns
-    (overflow, every binade), at shapes that cut tiles; and the kernel itself is what ran."""
-    from softfloat16._kernels import twosum
-
-    for m, k, n in ((5, 13, 67), (4, 300, 33)):
+@pytest.mark.parametrize("accumulate, rounding, order", ROUNDED_STEPS, ids=lambda x: getattr(x, "name", x))
+def test_sums_rounded_into_any_accumulator_in_every_mode(accumulate, rounding, order):
+    """The host's sums rounded by _kernels.twosum: each + its exact sum rounded into the
+    accumulation format in integers. The scalar kernel's bits for moderate values (sums that round,
+    carry into the next binade, reach the accumulator's subnormals) and for uniformly random finite
+    patterns (overflow, every binade), at shapes that cut tiles and trees; and the host's kernel
+    itself is what ran."""
+    for m, k, n in ((5, 13, 67), (4, 300, 33), (1, 1, 3)):
         rng = np.random.default_rng([m, k, n, int(sf.Rounding[rounding.upper()]), accumulate.width])
         for fmt, b_format in ((sf.fp16, sf.fp16), (sf.bf16, sf.bf16), (sf.fp8_e4m3fn, sf.fp8_e5m2)):
             scale = 2.0 ** rng.integers(-14, 4, (m, k))
@@ -111,15 +113,16 @@ def test_sums_rounded_into_any_accumulator_in_every_mode(accumulate, rounding):
                                   b_format.from_float(rng.standard_normal((k, n)))),
                      "finite": (finite_patterns(rng, fmt, (m, k)), finite_patterns(rng, b_format, (k, n)))}
             for kind, (x, y) in cases.items():
-                label = f"{m}x{k}x{n} {fmt.name} x {b_format.name} into {accumulate.name} {rounding} {kind}"
-                want = scalar_sequential(x, y, fmt, b_format, rounding=rounding, accumulate=accumulate)
+                label = f"{m}x{k}x{n} {fmt.name} x {b_format.name} into {accumulate.name} {rounding} {order} {kind}"
+                want = scalar_sequential(x, y, fmt, b_format, order, rounding=rounding, accumulate=accumulate)
                 got = linalg.matmul(x, y, fmt, b_format=b_format, accumulate=accumulate, out_format=sf.fp32,
-                                    rounding=rounding)
+                                    rounding=rounding, order=order)
                 assert_same(got, want, label)
                 x32, y32 = linalg._binary32(x, fmt), linalg._binary32(y, b_format)
                 if linalg._products_in_binary32(x32, y32, fmt, b_format):
                     spec = linalg._twosum_spec(accumulate, int(sf.Rounding[rounding.upper()]))
-                    direct = np.ascontiguousarray(twosum.gemm(x32, y32, spec)).view(np.uint32)
+                    run = hardware.gemm if order == "sequential" else hardware.pairwise_gemm
+                    direct = np.ascontiguousarray(run(x32, y32, spec=spec)).view(np.uint32)
                     assert_same(direct, want, label + " (the kernel)")
                 else:
                     assert fmt is sf.bf16 and kind == "finite", label  # products out of binary32's range

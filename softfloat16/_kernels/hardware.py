@@ -30,6 +30,8 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .twosum import PLAIN, rounded_sum
+
 ROWS = 4  # rows of a tile: four accumulator rows share each loaded vector of B
 # Columns of a tile by float type: 64 binary32 (four AVX-512 vectors), 32 binary64. Measured on
 # AVX-512 (Zen 4), 256x256x256: 4 x 64 binary32 24.6 G MAC/s, 4 x 32 19.9, 6 x 32 18.0, 4 x 16 3.5
@@ -125,10 +127,12 @@ def _stored(value, nan):
 
 
 @functools.cache
-def make_fma_gemm(cols, parallel, mode=RNE):
+def make_fma_gemm(cols, parallel, mode=RNE, spec=PLAIN):
     """A compiled ``kernel(a, panels, c, has_c, out, probe, nan) -> bool``: out[i, j] = the chain
     acc = fma(a[i, t], b[t, j], acc) over t in order, from c[i, j] (+0 without ``has_c``), a NaN
-    written as ``nan[0]`` (the caller's NaN).
+    written as ``nan[0]`` (the caller's NaN). With a ``spec`` of _kernels.twosum (``mode`` RNE,
+    binary32 operands whose products are binary32 values): acc = rounded_sum(acc, a[i, t] * b[t, j]),
+    each step's exact sum rounded as the spec says.
 
     ``a`` (m, k), ``c`` and ``out`` (m, n): arrays of one float type, m a multiple of ROWS;
     ``panels`` (n // cols, k, cols): B cut into panels of ``cols`` columns (:func:`panels`). A tile
@@ -139,6 +143,8 @@ def make_fma_gemm(cols, parallel, mode=RNE):
     for (then ``out`` is meaningless)."""
     rows = prange if parallel else range  # in the closure, hence in the cache key (see matmul.make_matmul)
     control = MXCSR[mode]
+    rounding, precision, emin_field, max_bits = spec  # compile-time constants (closure variables)
+    fused = rounding < 0
 
     @njit(cache=True, parallel=parallel, error_model="numpy")
     def kernel(a, panels, c, has_c, out, probe, nan):
@@ -162,10 +168,16 @@ def make_fma_gemm(cols, parallel, mode=RNE):
                     x0, x1, x2, x3 = a[i0, t], a[i1, t], a[i2, t], a[i3, t]
                     for w in range(cols):
                         y = panel[t, w]
-                        acc0[w] = fma(x0, y, acc0[w])
-                        acc1[w] = fma(x1, y, acc1[w])
-                        acc2[w] = fma(x2, y, acc2[w])
-                        acc3[w] = fma(x3, y, acc3[w])
+                        if fused:
+                            acc0[w] = fma(x0, y, acc0[w])
+                            acc1[w] = fma(x1, y, acc1[w])
+                            acc2[w] = fma(x2, y, acc2[w])
+                            acc3[w] = fma(x3, y, acc3[w])
+                        else:
+                            acc0[w] = rounded_sum(acc0[w], x0 * y, rounding, precision, emin_field, max_bits)
+                            acc1[w] = rounded_sum(acc1[w], x1 * y, rounding, precision, emin_field, max_bits)
+                            acc2[w] = rounded_sum(acc2[w], x2 * y, rounding, precision, emin_field, max_bits)
+                            acc3[w] = rounded_sum(acc3[w], x3 * y, rounding, precision, emin_field, max_bits)
                 for w in range(cols):
                     out[i0, j0 + w] = _stored(acc0[w], nan[0])
                     out[i1, j0 + w] = _stored(acc1[w], nan[0])
@@ -196,17 +208,8 @@ def exponent_range(bits):
 BLOCK = 16  # products the pairwise kernel sums as one tree in registers
 
 
-@njit(cache=True, forceinline=True, error_model="numpy")
-def _tree8(x, panel, t, o, w):
-    """The balanced tree of the 8 products x[o + u] * panel[t + o + u, w], u = 0 .. 7."""
-    return (((x[o] * panel[t + o, w] + x[o + 1] * panel[t + o + 1, w])
-             + (x[o + 2] * panel[t + o + 2, w] + x[o + 3] * panel[t + o + 3, w]))
-            + ((x[o + 4] * panel[t + o + 4, w] + x[o + 5] * panel[t + o + 5, w])
-               + (x[o + 6] * panel[t + o + 6, w] + x[o + 7] * panel[t + o + 7, w])))
-
-
 @functools.cache
-def make_pairwise_gemm(cols, parallel, mode=RNE):
+def make_pairwise_gemm(cols, parallel, mode=RNE, spec=PLAIN):
     """A compiled ``kernel(a, panels, out, probe, nan) -> bool``: out[i, j] = the products
     a[i, t] * b[t, j] summed as matmul.pairwise_row's binary tree (a binary counter: while the two
     newest partial sums cover equally many products they become older + newer; at the end the
@@ -216,12 +219,23 @@ def make_pairwise_gemm(cols, parallel, mode=RNE):
     Exact only where every product is a binary32 value (the caller checks the formats): a
     product is then one multiplication, and each + rounds the exact sum of its operands once, as
     the order says. Operands as for make_fma_gemm (binary32); the tree's shape depends on k
-    alone, so every lane of a tile takes the same steps. ``mode``: as for make_fma_gemm."""
+    alone, so every lane of a tile takes the same steps. ``mode``: as for make_fma_gemm; with a
+    ``spec`` of _kernels.twosum (``mode`` RNE, finite operands) each + is rounded_sum's."""
     rows = prange if parallel else range
     control = MXCSR[mode]
+    rounding, precision, emin_field, max_bits = spec  # compile-time constants (closure variables)
 
     @njit(cache=True, parallel=parallel, error_model="numpy")
     def kernel(a, panels, out, probe, nan):
+        def add(x, y):
+            return rounded_sum(x, y, rounding, precision, emin_field, max_bits)
+
+        def tree8(x, panel, t, o, w):  # the balanced tree of x[o + u] * panel[t + o + u, w], u < 8
+            return add(add(add(x[o] * panel[t + o, w], x[o + 1] * panel[t + o + 1, w]),
+                           add(x[o + 2] * panel[t + o + 2, w], x[o + 3] * panel[t + o + 3, w])),
+                       add(add(x[o + 4] * panel[t + o + 4, w], x[o + 5] * panel[t + o + 5, w]),
+                           add(x[o + 6] * panel[t + o + 6, w], x[o + 7] * panel[t + o + 7, w])))
+
         k = a.shape[1]
         tiles = a.shape[0] // ROWS
         good = np.ones(tiles, np.bool_)
@@ -242,7 +256,7 @@ def make_pairwise_gemm(cols, parallel, mode=RNE):
                         for r in range(ROWS):
                             x = a[i0 + r, t:t + BLOCK]
                             for w in range(cols):
-                                p[r, w] = _tree8(x, panel, t, 0, w) + _tree8(x, panel, t, 8, w)
+                                p[r, w] = add(tree8(x, panel, t, 0, w), tree8(x, panel, t, 8, w))
                         size = BLOCK
                     elif t < k - k % BLOCK:
                         continue  # inside a block, summed above
@@ -256,7 +270,7 @@ def make_pairwise_gemm(cols, parallel, mode=RNE):
                         depth -= 1
                         for r in range(ROWS):
                             for w in range(cols):
-                                p[r, w] = stack[r, depth, w] + p[r, w]
+                                p[r, w] = add(stack[r, depth, w], p[r, w])
                         size *= 2
                     for r in range(ROWS):
                         for w in range(cols):
@@ -267,15 +281,14 @@ def make_pairwise_gemm(cols, parallel, mode=RNE):
                     p[:, :] = 0
                 else:
                     depth -= 1
-                    zero = a.dtype.type(0) if k == 1 else a.dtype.type(-0.0)  # k == 1: +0 + the product
                     for r in range(ROWS):
-                        for w in range(cols):
-                            p[r, w] = stack[r, depth, w] + zero
+                        for w in range(cols):  # k == 1: +0 + the product; else the newest partial sum
+                            p[r, w] = add(a.dtype.type(0), stack[r, depth, w]) if k == 1 else stack[r, depth, w]
                     while depth > 0:
                         depth -= 1
                         for r in range(ROWS):
                             for w in range(cols):
-                                p[r, w] = stack[r, depth, w] + p[r, w]
+                                p[r, w] = add(stack[r, depth, w], p[r, w])
                 for r in range(ROWS):
                     for w in range(cols):
                         out[i0 + r, q * cols + w] = _stored(p[r, w], nan[0])
@@ -331,32 +344,34 @@ def _nan(dtype, nan: int | None) -> np.ndarray:
 
 
 def pairwise_gemm(a: np.ndarray, b: np.ndarray, parallel: bool = False, mode: int = RNE,
-                  nan: int | None = None) -> np.ndarray | None:
+                  nan: int | None = None, spec: tuple = PLAIN) -> np.ndarray | None:
     """The pairwise order's sums of the products a[i, t] * b[t, j] (float32 arrays whose products
-    are all binary32 values) on the host's binary32 arithmetic, every + rounded as ``mode`` says,
-    every NaN the pattern ``nan``; None where a thread's environment could not be made so
-    (make_fma_gemm)."""
+    are all binary32 values) on the host's binary32 arithmetic, every + rounded as ``mode`` says
+    (or, with a ``spec`` of _kernels.twosum, as it says: finite operands), every NaN the pattern
+    ``nan``; None where a thread's environment could not be made so (make_fma_gemm)."""
     m, n = a.shape[0], b.shape[1]
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
-    if not make_pairwise_gemm(cols, parallel, mode)(ap, panels(b, cols), out, PROBE, _nan(a.dtype, nan)):
+    if not make_pairwise_gemm(cols, parallel, mode, spec)(ap, panels(b, cols), out, PROBE, _nan(a.dtype, nan)):
         return None
     return out[:m, :n]
 
 
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, parallel: bool = False,
-         mode: int = RNE, nan: int | None = None) -> np.ndarray | None:
+         mode: int = RNE, nan: int | None = None, spec: tuple = PLAIN) -> np.ndarray | None:
     """The chain of fused multiply-adds ``c = a[i, t] * b[t, j] + c`` over t in order for every
     (i, j), from ``c`` (+0 when None), on the host's FMA rounding as ``mode`` says, every NaN the
     pattern ``nan`` (default: the format's quiet NaN): float32 or float64 arrays of one dtype.
-    None where a thread's environment could not be made so."""
+    With a ``spec`` of _kernels.twosum (float32, finite, products that are binary32 values):
+    ``c = rounded_sum(c, a[i, t] * b[t, j])``, each step rounded as the spec says. None where a
+    thread's environment could not be made so."""
     m, n = a.shape[0], b.shape[1]
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
     cp = out if c is None else padded(c, ROWS, cols)  # (not read without c)
-    if not make_fma_gemm(cols, parallel, mode)(ap, panels(b, cols), cp, c is not None, out, PROBE,
-                                               _nan(a.dtype, nan)):
+    if not make_fma_gemm(cols, parallel, mode, spec)(ap, panels(b, cols), cp, c is not None, out, PROBE,
+                                                     _nan(a.dtype, nan)):
         return None
     return out[:m, :n]

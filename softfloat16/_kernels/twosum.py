@@ -12,23 +12,19 @@ that is not one, unless it overflows). The exact sum ``s + err`` is then rounded
 - into binary32 itself: to nearest with ties away (``s`` moves one unit away from zero where
   ``err`` is exactly half a unit toward it) and to odd (the truncation with its last bit set).
 
-Both need round to nearest even from the host (every kernel here sets and checks it, as in
-_kernels/hardware.py) and operands whose sums cannot overflow binary32 unnoticed: finite operands
+Both need round to nearest even from the host (the kernels of _kernels/hardware.py set and
+check it) and operands whose sums cannot overflow binary32 unnoticed: finite operands
 whose products are binary32 values (the caller checks). An overflow of ``s`` itself is seen (its
 exponent field) and rounds as the mode rounds an overflow; so is an infinite accumulator, which
-stays infinite where the mode took it there.
+stays infinite where the mode took it there; opposite infinities give a NaN.
 """
-import functools
-
-import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
-from .hardware import COLS, MXCSR, PROBE, RNE, ROWS, _nan, env_ok, padded, panels, swap_mxcsr
-
-RNA, RTZ, RUP, RDN, ROD = 1, 2, 3, 4, 5  # core's rounding codes (RNE from hardware)
+RNE, RNA, RTZ, RUP, RDN, ROD = 0, 1, 2, 3, 4, 5  # core's rounding codes
 MODES = (RNE, RNA, RTZ, RUP, RDN, ROD)
+PLAIN = (-1, 24, 1, 0x7F7FFFFF)  # the spec of the host's own sum (round to nearest even into binary32)
 INF32, SIGN32, MAGNITUDE32 = 0x7F800000, 0x80000000, 0x7FFFFFFF
 
 
@@ -130,17 +126,26 @@ def _round_binary32(builder, sb, eb, inexact, toward, mode):
 
 
 @intrinsic
-def _finish(typingctx, s, err, acc, p, mode, precision, emin_field, max_bits):
-    """The exact ``acc + p = s + err`` rounded by ``mode`` into a format of ``precision`` bits,
-    smallest normal binary32 exponent field ``emin_field``, largest finite binary32 pattern
-    ``max_bits``: compile-time integers (precision 24: binary32 itself, modes RNA and ROD)."""
+def rounded_sum(typingctx, x, y, mode, precision, emin_field, max_bits):
+    """``x + y`` (binary32) rounded by ``mode`` into a format of ``precision`` bits, smallest normal
+    binary32 exponent field ``emin_field``, largest finite binary32 pattern ``max_bits``: the
+    integers of a spec (spec_of, or PLAIN: the host's sum alone), compile-time constants (a
+    kernel's closure variables). The host must round to nearest even."""
     spec = (mode, precision, emin_field, max_bits)
-    if not all(isinstance(t, types.IntegerLiteral) for t in spec):
+    if not (isinstance(x, types.Float) and x == y and all(isinstance(t, types.IntegerLiteral) for t in spec)):
         return None
     mode, precision, emin_field, max_bits = (t.literal_value for t in spec)
+    if mode >= 0 and x != types.float32:
+        return None  # (PLAIN also takes binary64: the host's sum)
 
     def codegen(context, builder, signature, args):
-        s_, err_, acc_, p_ = args[:4]
+        x_, y_ = args[:2]
+        s_ = builder.fadd(x_, y_)
+        if mode < 0:
+            return s_
+        # TwoSum: err = (x - (s - (s - x))) + (y - (s - x)), exact (no fast-math flags: IEEE steps)
+        back = builder.fsub(s_, x_)
+        err_ = builder.fadd(builder.fsub(x_, builder.fsub(s_, back)), builder.fsub(y_, back))
         i32 = ir.IntType(32)
         sb, eb = builder.bitcast(s_, i32), builder.bitcast(err_, i32)
         inexact = builder.fcmp_unordered("!=", err_, ir.Constant(ir.FloatType(), 0.0))  # NaN: inexact
@@ -155,12 +160,14 @@ def _finish(typingctx, s, err, acc, p, mode, precision, emin_field, max_bits):
             if mode == RDN:
                 # An exact zero sum toward negative is -0 unless both terms are +0 (the host gave +0).
                 zero = builder.fcmp_ordered("==", s_, ir.Constant(ir.FloatType(), 0.0))
-                signs = builder.and_(builder.or_(builder.bitcast(acc_, i32), builder.bitcast(p_, i32)),
+                signs = builder.and_(builder.or_(builder.bitcast(x_, i32), builder.bitcast(y_, i32)),
                                      ir.Constant(i32, SIGN32))
                 out = builder.select(zero, signs, out)
+        # Opposite infinities (partial sums of the pairwise order) give the host's NaN.
+        out = builder.select(builder.fcmp_unordered("uno", s_, s_), sb, out)
         return builder.bitcast(out, ir.FloatType())
 
-    return types.float32(s, err, acc, p, *spec), codegen
+    return x(x, y, *spec), codegen
 
 
 @njit(cache=True, error_model="numpy")
@@ -172,67 +179,9 @@ def finite(bits):
     return True
 
 
-@functools.cache
-def make_rounded_gemm(cols, parallel, spec):
-    """A compiled ``kernel(a, panels, out, probe) -> bool``: out[i, j] = the chain acc = round(acc +
-    a[i, t] * b[t, j]) over t in order from +0, each step the exact sum rounded as ``spec`` (a tuple
-    mode, precision, emin_field, max_bits: see _finish). binary32 operands whose products are all
-    binary32 values, finite; layout, tiles and threads as hardware.make_fma_gemm. Returns False
-    when a tile's environment could not be made round to nearest even without FTZ or DAZ."""
-    rows = prange if parallel else range
-    control = MXCSR[RNE]
-    mode, precision, emin_field, max_bits = spec  # compile-time constants of the kernel
-
-    @njit(cache=True, parallel=parallel, error_model="numpy")
-    def kernel(a, panels, out, probe):
-        k = a.shape[1]
-        tiles = a.shape[0] // ROWS
-        good = np.ones(tiles, np.bool_)
-        for tile in rows(tiles):
-            saved = swap_mxcsr(control)
-            good[tile] = env_ok(probe, RNE)
-            i0 = tile * ROWS
-            acc = np.empty((ROWS, cols), np.float32)
-            for q in range(panels.shape[0]):
-                panel = panels[q]
-                acc[:, :] = 0
-                for t in range(k):
-                    for r in range(ROWS):
-                        x = a[i0 + r, t]
-                        for w in range(cols):
-                            c = acc[r, w]
-                            product = x * panel[t, w]
-                            s = c + product
-                            back = s - c
-                            err = (c - (s - back)) + (product - back)
-                            acc[r, w] = _finish(s, err, c, product, mode, precision, emin_field, max_bits)
-                for r in range(ROWS):
-                    for w in range(cols):
-                        out[i0 + r, q * cols + w] = acc[r, w]
-            if saved >= 0:
-                swap_mxcsr(saved)
-        return good.all()
-    return kernel
-
-
 def spec_of(mode: int, precision: int, emin: int, max_bits: int) -> tuple:
-    """The kernel's spec for rounding ``mode`` into a format of ``precision`` bits, smallest normal
-    exponent ``emin``, largest finite value of binary32 pattern ``max_bits``."""
-    if precision > 22 and (precision != 24 or mode not in (RNA, ROD)):
+    """The spec of rounding ``mode`` into a format of ``precision`` bits, smallest normal exponent
+    ``emin``, largest finite value of binary32 pattern ``max_bits`` (rounded_sum's constants)."""
+    if mode not in MODES or precision > 22 and (precision != 24 or mode not in (RNA, ROD)):
         raise ValueError(f"no exact rounding of a binary32 sum to {precision} bits in mode {mode} here")
     return (int(mode), int(precision), int(emin) + 127, int(max_bits))
-
-
-def gemm(a: np.ndarray, b: np.ndarray, spec: tuple, parallel: bool = False) -> np.ndarray | None:
-    """The sequential sums of products of float32 ``a`` (m, k) and ``b`` (k, n), every step rounded
-    as ``spec`` (spec_of): float32 results, None where a thread's environment could not be set."""
-    m, n = a.shape[0], b.shape[1]
-    cols = COLS[np.dtype(np.float32)]
-    ap = padded(a, ROWS, 1)
-    out = np.empty((ap.shape[0], -(-n // cols) * cols), np.float32)
-    if not make_rounded_gemm(cols, parallel, spec)(ap, panels(b, cols), out, PROBE):
-        return None
-    return out[:m, :n]
-
-
-__all__ = ["MODES", "finite", "gemm", "make_rounded_gemm", "spec_of", "_nan"]
