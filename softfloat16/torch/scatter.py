@@ -101,7 +101,10 @@ def _accumulate_into(machine: Machine, func, self: torch.Tensor, targets: torch.
     written into ``self`` for an in-place op (``name_``), a new tensor otherwise."""
     accumulators = widen32(machine, self, str(func), "self").reshape(-1).copy()
     scatter_add32(machine, accumulators, targets.reshape(-1).numpy(), sources32.reshape(-1), alpha32)
-    return result32(machine, accumulators, self.dtype, self.shape)
+    result = result32(machine, accumulators, self.dtype, self.shape)
+    if func.overloadpacket.__name__.endswith("_"):
+        return self.copy_(result)
+    return result
 
 
 def index_put_accumulate(machine: Machine, func, args, kwargs):
