@@ -28,6 +28,7 @@ mode applies its NaN profile). Measured errors: docs/torch.md ("Trigonometric fu
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -66,10 +67,8 @@ TWO_OVER_PI = (1 << (2 * _TWO_OVER_PI_BITS + 65)) // _PI
 _HALF_PI = _PI >> (_TWO_OVER_PI_BITS + 64 + 1 - _HALF_PI_BITS)  # pi/2 * 2**128
 
 #: (sin r - r) / r**3 and (cos r - 1 + r**2/2) / r**4 in powers of z = r**2, from the highest.
-SIN_TAYLOR = tuple(constant((-1) ** n / float(np.prod(np.arange(1, 2 * n + 2, dtype=np.float64))))
-                   for n in range(6, 0, -1))
-COS_TAYLOR = tuple(constant((-1) ** n / float(np.prod(np.arange(1, 2 * n + 1, dtype=np.float64))))
-                   for n in range(7, 1, -1))
+SIN_TAYLOR = tuple(constant((-1) ** n / math.factorial(2 * n + 1)) for n in range(6, 0, -1))
+COS_TAYLOR = tuple(constant((-1) ** n / math.factorial(2 * n)) for n in range(7, 1, -1))
 
 
 def reduce_half_pi(x32) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -45,14 +45,15 @@ def _fp32_sample() -> np.ndarray:
                 rng.integers(0x3E000000, 0x49000000, 600, dtype=np.uint32),  # 0.125 .. 5e5
                 (np.float32(np.pi / 2) * rng.integers(1, 1 << 22, 300)).astype(np.float32).view(np.uint32),
                 np.array([0x7F7FFFFF, 0x5922AA80, 0x6C4F4C70, 0x4B000000, 0x3F490FDB, 0x3FC90FDB, 0x40490FDB,
-                          0x40C90FDB, 0x00000001, 0x00800000, 0x39800000, 0x3F800000], np.uint32)]
+                          0x40C90FDB, 0x00000001, 0x00800000, 0x39800000, 0x3F800000,
+                          0x51519BB8, 0x7F38278D, 0x45A4DC1C], np.uint32)]  # the sweep's worst sin, cos, tan
     bits = np.concatenate(patterns).astype(np.uint32)
     return np.concatenate([bits, bits | np.uint32(0x80000000)])
 
 
-@pytest.mark.parametrize("name, bound", [("sin", 0.7), ("cos", 0.7), ("tan", 0.8)])
+@pytest.mark.parametrize("name, bound", [("sin", 0.75), ("cos", 0.75), ("tan", 0.85)])
 def test_fp32_trig_within_its_bound_of_the_exact_value(name, bound):
-    """docs/torch.md: measured max 0.665 (sin), 0.681 (cos), 0.770 (tan) ulp over 200,852 inputs."""
+    """docs/torch.md: measured max 0.718 (sin), 0.715 (cos), 0.849 (tan) ulp over 2.1 million inputs."""
     bits = _fp32_sample()
     result = getattr(fp32trig, name)(bits)
     errors = _ulps(result, _exact(bits.view(np.float32), name))
