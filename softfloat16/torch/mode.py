@@ -14,8 +14,8 @@ from softfloat16.formats import Format
 from softfloat16.linalg import TensorCore
 
 from . import (  # noqa: F401  (register their ops)
-    activations, amp, attention, channel_norms, conv, division, dropout, elementwise, foreach, linear, log1p, losses,
-    normalization, norms, pooling, ranges, reductions, scatter, softmax)
+    activations, amp, attention, channel_norms, conv, cumulative, division, dropout, elementwise, foreach, grouped,
+    linear, log1p, losses, normalization, norms, pooling, ranges, reductions, scatter, softmax, trig)
 from .machine import Machine
 from . import registry
 from .registry import IMPLEMENTATIONS, NATIVE, EmulationError, NotEmulated, NotEmulatedError

@@ -1,0 +1,87 @@
+"""Cumulative sums and products on the emulator: ``cumsum`` and ``cumprod`` along any dimension,
+written as torch's CPU kernel computes them.
+
+torch CPU (``cpu_cum_base_kernel``) walks each line along ``dim`` with one accumulator of
+``acc_type``: FP32 for float16/bfloat16 inputs (one emulated FP32 step per element, from +0 or 1),
+and a **double** for float32 inputs; every element's output is the accumulator rounded once into
+the result's dtype. The input is first converted to the result's dtype (``dtype=``, as
+``self.to(result dtype)``; integer and boolean inputs without ``dtype=`` give int64, native).
+
+The double accumulator of FP32 inputs is the host's IEEE double (numpy float64, round to nearest
+even: bit-defined on every machine); its rounding into FP32 follows the machine's rounding. The
+machine's ``accumulate`` and ``order`` (which govern matmuls and ``sum``) do not apply: these
+kernels have their own accumulator and order.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .machine import FP32, Machine
+from .operands import meta_call
+from .opmath import ARITHMETIC, result32, widen32
+from .registry import NotEmulated, aten_arg, implements
+from .tensors import bits, from_bits, is_emulated
+
+__all__ = ["cumulative32"]
+
+_ONE32 = np.uint32(0x3F800000)
+
+
+def _lines(array: np.ndarray, dim: int) -> tuple[np.ndarray, tuple]:
+    """``array`` with ``dim`` moved last and the rest flattened: (lines, the moved shape)."""
+    moved = np.moveaxis(array, dim, -1)
+    return moved.reshape(-1, moved.shape[-1]), moved.shape
+
+
+def cumulative32(machine: Machine, lines32: np.ndarray, product: bool) -> np.ndarray:
+    """Running FP32 sums (or products) of each row of an (m, n) array of FP32 patterns: one
+    emulated FP32 step per element, from +0 (or 1); every prefix kept.
+
+    >>> m = Machine()
+    >>> rows = np.array([[0x3F800000, 0x33800000, 0x33800000]], np.uint32)   # 1, 2**-24, 2**-24
+    >>> [hex(int(v)) for v in cumulative32(m, rows, product=False)[0]]     # ties to even: 1 each time
+    ['0x3f800000', '0x3f800000', '0x3f800000']
+    """
+    out = np.empty(lines32.shape, np.uint32)
+    acc = np.full(lines32.shape[0], _ONE32 if product else np.uint32(0), np.uint32)
+    for column in range(lines32.shape[1]):
+        acc = np.asarray((machine.mul if product else machine.add)(acc, lines32[:, column]), np.uint32)
+        out[:, column] = acc
+    return out
+
+
+def _cumulative64(machine: Machine, lines32: np.ndarray, product: bool) -> np.ndarray:
+    """The FP32 kernel: running sums (products) in IEEE double, each rounded into FP32 by the machine."""
+    values = np.asarray(FP32.to_float(lines32), np.float64)
+    with np.errstate(all="ignore"):
+        running = (np.multiply if product else np.add).accumulate(values, axis=1)
+    return np.asarray(FP32.from_float(running, **machine.final()), np.uint32)
+
+
+@implements("cumsum", "cumprod")
+def cumulative(machine, func, args, kwargs):
+    """``cumsum`` / ``cumprod`` (``dim``, ``dtype=``): torch CPU's accumulator per line, one rounding
+    per output element (module docstring)."""
+    self, dim = args[0], aten_arg(args, kwargs, 1, "dim")
+    out = meta_call(func, args, kwargs)  # torch's result dtype, and its checks of dim
+    if not is_emulated(out.dtype):
+        return func(*args, **kwargs)
+    if out.dtype not in ARITHMETIC:
+        raise NotEmulated(f"{func} of {out.dtype} (torch CPU has no such kernel)")
+    if func._overloadname != "default":
+        raise NotEmulated(f"{func}: only the default overload is emulated")
+    source = self if self.dtype == out.dtype else machine.convert(self, out.dtype)
+    if source.dim() == 0 or source.numel() == 0:
+        return from_bits(bits(source), out.dtype, out.shape)
+    dim = dim % source.dim()
+    wide = widen32(machine, source, str(func), "self")
+    lines, moved = _lines(wide, dim)
+    product = func.overloadpacket.__name__.startswith("cumprod")
+    if out.dtype == torch.float32:
+        running = _cumulative64(machine, lines, product)
+        result = from_bits(np.moveaxis(running.reshape(moved), -1, dim), out.dtype, out.shape)
+    else:
+        running = cumulative32(machine, lines, product)
+        result = result32(machine, np.moveaxis(running.reshape(moved), -1, dim), out.dtype, out.shape)
+    return result
