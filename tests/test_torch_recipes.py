@@ -18,6 +18,8 @@ import softfloat16.mx as mx  # noqa: E402
 import softfloat16.torch as sft  # noqa: E402
 from softfloat16 import mma  # noqa: E402
 from softfloat16.torch import EmulationError  # noqa: E402
+from softfloat16.torch.recording import load_trace, record  # noqa: E402
+from softfloat16.torch.trace_compare import machine_from_settings  # noqa: E402
 
 BLACKWELL = "blackwell.tcgen05.m128n8k32.kind::mxf8f6f4.block32.f32.{}.{}.ue8m0"
 PRESETS = {"mxfp8": BLACKWELL.format("e4m3", "e4m3"), "mxfp6": BLACKWELL.format("e2m3", "e2m3"),
@@ -207,3 +209,14 @@ def test_recipe_options_are_checked():
                                              r"quantises float32, bfloat16 and float16 operands$"):
         with sft.emulate(gemm="mxfp8", tensor_core="b200"):
             x @ x.T
+
+
+def test_a_trace_keeps_the_recipe_and_replays_under_it(tmp_path):
+    x, w = operands(m=4, k=32, n=8, seed=8)
+    with sft.emulate(gemm="mxfp6", tensor_core="b200", grad_format="e3m2"), record(tmp_path / "t.npz"):
+        x @ w.T
+    stored = load_trace(tmp_path / "t.npz").settings["machine"]
+    assert {k: stored[k] for k in ("gemm", "scale_rule", "grad_format", "grad_rounding", "tensor_core")} == {
+        "gemm": "mxfp6", "scale_rule": "floor", "grad_format": "e3m2", "grad_rounding": "rne", "tensor_core": "b200"}
+    recipe = machine_from_settings({"machine": stored}).recipe
+    assert (recipe.name, recipe.grad) == ("mxfp6", "fp6_e3m2")

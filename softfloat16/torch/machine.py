@@ -39,6 +39,9 @@ class Machine:
     ``seed``) the FP32 steps round to nearest even and only the final rounding into a 16- or 8-bit
     format is stochastic (a fresh stream per op, drawn from the seed). ``ftz`` flushes tiny
     results of every rounding step. ``nan`` is the NaN profile (``"x86"``: torch CPU's).
+    ``tensor_core`` is the matrix unit of ``order="tensorcore"`` and of a low-precision GEMM
+    recipe (``gemm``, with ``scale_rule``, ``grad_format``, ``grad_rounding``: :attr:`recipe`,
+    softfloat16.torch.recipes); an option that would have no effect is a ValueError.
 
     >>> m = Machine(rounding="rtz")
     >>> hex(m.narrow(np.uint32(0x3F801FFF), sf.fp16))  # 1 + 0x1FFF * 2**-23, truncated
