@@ -257,7 +257,8 @@ def test_the_mode_order_and_accumulation_reach_the_convolution_gemm(order):
     accumulation it equals sf.linalg.matmul of the same operands."""
     x = gaussian(1, 3, 5, 4, dtype=torch.float16, seed=10)
     w = gaussian(2, 3, 3, 3, dtype=torch.float16, seed=11)
-    with sft.emulate(order=order, accumulate="fp16"):
+    core = {"tensor_core": "h100"} if order == "tensorcore" else {}  # linalg.matmul's default unit
+    with sft.emulate(order=order, accumulate="fp16", **core):
         y = F.conv2d(x, w)
     columns = F.unfold(x.float(), 3).to(torch.float16)[0].T  # (positions, C * kh * kw), exact copies
     want = sf.linalg.matmul(bits(columns), bits(w.reshape(2, -1).T.contiguous()), sf.fp16, accumulate="fp16",

@@ -206,8 +206,7 @@ def test_an_emulated_trace_holds_the_emulated_values_and_the_machine(runs):
     assert [(op.name, op.module, op.phase) for op in trace.ops] == EXPECTED_OPS
     assert (trace.side, trace.mode) == ("emulator", "emulated")
     assert trace.settings["machine"] == {"rounding": "rne", "accumulate": "fp32", "order": "sequential",
-                                         "nan": "x86", "ftz": False, "seed": None, "tensor_core": "h100",
-                                         "strict": True}
+                                         "nan": "x86", "ftz": False, "seed": None, "strict": True}
     assert trace.ops[0].impl == "softfloat16" and trace.ops[5].impl == "torch-cpu"  # ones_like: native
     np.testing.assert_array_equal(trace.ops[4].outputs[0][2], int_bits(ref["emulated_loss"]))
     machine = machine_from_settings(trace.settings, rounding="rtz")

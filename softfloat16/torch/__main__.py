@@ -80,9 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     machine.add_argument("--ftz", action="store_const", const=True, help="flush tiny results to zero")
     machine.add_argument("--seed", type=int, help="seed of --rounding sr")
     machine.add_argument("--tensor-core", type=_tensor_core, metavar="GPU",
-                         help=f"matrix unit of --order tensorcore: a GPU ({', '.join(TENSOR_CORES)}), an "
-                         "architecture (hopper, ...), an instruction preset (softfloat16.mma) or B,F[,Z] "
-                         "(a TensorCore)")
+                         help=f"matrix unit of --order tensorcore (needed with it, unless the trace stores one; "
+                         f"an error without it): a GPU ({', '.join(TENSOR_CORES)}), an architecture (hopper, ...), "
+                         "an instruction preset (softfloat16.mma) or B,F[,Z] (a TensorCore)")
     show = commands.add_parser("show", help="list the ops of a trace", description="List the ops of a trace.")
     show.add_argument("trace", metavar="TRACE.npz")
     show.add_argument("--limit", type=_positive, default=50, metavar="N", help="ops listed (default 50)")
@@ -115,8 +115,13 @@ def _compare(args: argparse.Namespace) -> int:
     try:
         if args.replay:
             source = a if "machine" in a.settings else b
+            settings = dict(source.settings)
+            stored = dict(settings.get("machine") or {})
+            if given.get("order", "tensorcore") != "tensorcore" and "gemm" not in stored:
+                stored.pop("tensor_core", None)  # --order other than tensorcore: the stored unit is unused
+            settings["machine"] = stored
             try:
-                machine = machine_from_settings(source.settings, **given)
+                machine = machine_from_settings(settings, **given)
             except (TypeError, ValueError) as error:
                 raise UsageError(f"the replay's machine: {error}") from None
             result = replay_traces(a, b, machine, strict_nan=args.strict_nan, max_rows=args.max_rows)

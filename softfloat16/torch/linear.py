@@ -23,7 +23,11 @@ __all__ = ["accumulate_products"]
 
 def accumulate_products(machine: Machine, a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
     """FP32 patterns of the accumulated ``a @ b`` (2-D tensors of one emulated dtype): exact
-    products summed in ``machine.accumulate`` in ``machine.order``, widened exactly to FP32."""
+    products summed in ``machine.accumulate`` in ``machine.order``, widened exactly to FP32; under a
+    low-precision recipe (``machine.recipe``) the operands quantised and multiplied as it says
+    (softfloat16.torch.recipes)."""
+    if machine.recipe is not None:  # a low-precision GEMM recipe: quantised operands on its instruction
+        return machine.recipe.products(machine, a, b)
     if a.dtype != b.dtype:
         raise NotEmulated(f"a matmul of {a.dtype} and {b.dtype}")
     fmt = DTYPE_FORMATS[a.dtype]

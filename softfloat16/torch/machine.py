@@ -23,6 +23,7 @@ from softfloat16.linalg import ORDERS, TensorCore
 from softfloat16.profiles import parse_profile
 from softfloat16.rounding import Rounding, parse_rounding
 
+from . import recipes
 from .tensors import DTYPE_FORMATS, SATURATING, bits, from_bits, is_emulated
 
 __all__ = ["FP32", "Machine"]
@@ -38,6 +39,9 @@ class Machine:
     ``seed``) the FP32 steps round to nearest even and only the final rounding into a 16- or 8-bit
     format is stochastic (a fresh stream per op, drawn from the seed). ``ftz`` flushes tiny
     results of every rounding step. ``nan`` is the NaN profile (``"x86"``: torch CPU's).
+    ``tensor_core`` is the matrix unit of ``order="tensorcore"`` and of a low-precision GEMM
+    recipe (``gemm``, with ``scale_rule``, ``grad_format``, ``grad_rounding``: :attr:`recipe`,
+    softfloat16.torch.recipes); an option that would have no effect is a ValueError.
 
     >>> m = Machine(rounding="rtz")
     >>> hex(m.narrow(np.uint32(0x3F801FFF), sf.fp16))  # 1 + 0x1FFF * 2**-23, truncated
@@ -46,33 +50,53 @@ class Machine:
 
     def __init__(self, rounding: str = "rne", accumulate: Format | str = sf.fp32, order: str = "sequential",
                  nan: str = "x86", ftz: bool = False, seed: int | None = None,
-                 tensor_core: TensorCore | str = "h100") -> None:
+                 tensor_core: TensorCore | str | None = None, gemm: str | None = None, scale_rule: str | None = None,
+                 grad_format: str | None = None, grad_rounding: str | None = None) -> None:
         mode = parse_rounding(rounding)
         if not isinstance(ftz, (bool, np.bool_)):
             raise TypeError(f"ftz: expected True or False, got {ftz!r}")
-        if mode == Rounding.SR and seed is None:
-            raise ValueError("seed: rounding='sr' (stochastic rounding) needs an integer seed, e.g. seed=0")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
             raise ValueError(f"seed: expected a non-negative integer or None, got {seed!r}")
-        self.accumulate = parse_format(accumulate)
-        if self.accumulate.precision > 24 or not self.accumulate.ieee_like or self.accumulate.storage_shift:
-            raise ValueError(f"accumulate: {self.accumulate.name} cannot accumulate here; use fp32, bf16, fp16, "
-                             "tf32 or fp8_e5m2")
+        self.accumulate = _accumulation_format(accumulate)
         if order not in ORDERS:
             raise ValueError(f"order: unknown accumulation order {order!r}; accepted: {', '.join(ORDERS)}")
+        if order == "tensorcore" and tensor_core is None:
+            raise ValueError('tensor_core: order="tensorcore" needs a matrix unit: name one, e.g. tensor_core="h100" '
+                             "(a GPU or architecture), an instruction preset of softfloat16.mma, or a "
+                             "softfloat16.linalg.TensorCore")
+        if tensor_core is not None and order != "tensorcore" and gemm is None:
+            raise ValueError(f'tensor_core: {tensor_core!r} would be unused: the matrix unit is used only with '
+                             f'order="tensorcore" (or a low-precision recipe, gemm=...); order is {order!r}')
         self.rounding = mode.name.lower()
         self.order = order
-        self.tensor_core = tensor_cores.checked(tensor_core)  # a GPU, an instruction or a TensorCore
+        self.tensor_core = None if tensor_core is None else tensor_cores.checked(tensor_core)
         self.nan = parse_profile(nan).name
         self.ftz = bool(ftz)
         self.seed = seed
         self._draws = 0
         # Every FP32 step: RNE under stochastic rounding (only the final rounding is stochastic).
         self.step = {"rounding": "rne" if mode == Rounding.SR else self.rounding, "ftz": self.ftz, "nan": self.nan}
+        #: The low-precision GEMM recipe (softfloat16.torch.recipes), or None: GEMMs in the tensors' formats.
+        self.recipe = recipes.recipe(gemm, self.tensor_core, scale_rule=scale_rule, grad_format=grad_format,
+                                     grad_rounding=grad_rounding)
+        stochastic = mode == Rounding.SR or (self.recipe is not None and self.recipe.grad_rounding == "sr")
+        if mode == Rounding.SR and seed is None:
+            raise ValueError("seed: rounding='sr' (stochastic rounding) needs an integer seed, e.g. seed=0")
+        if stochastic and seed is None:
+            raise ValueError("seed: grad_rounding='sr' (stochastic rounding of gradients) needs an integer seed, "
+                             "e.g. seed=0")
+        if seed is not None and not stochastic:
+            raise ValueError(f"seed: {seed!r} would be unused: only stochastic rounding draws from a seed; pass "
+                             "rounding='sr' (or grad_rounding='sr' with a gemm= recipe)")
+        #: Set by the mode for the op running now (recipes.OpRoles): which GEMM operands are gradients.
+        self.roles = None
 
     def __repr__(self) -> str:
+        core = getattr(self.tensor_core, "name", self.tensor_core)
+        core = "" if core is None else f", tensor_core={core!r}"
+        recipe = "" if self.recipe is None else f", {self.recipe!r}"
         return (f"Machine(rounding={self.rounding!r}, accumulate={self.accumulate.name!r}, order={self.order!r}, "
-                f"nan={self.nan!r}, ftz={self.ftz}, seed={self.seed})")
+                f"nan={self.nan!r}, ftz={self.ftz}, seed={self.seed}{core}{recipe})")
 
     # -- the rounding steps -------------------------------------------------------------------
     def gemm_policy(self, fmt: Format) -> dict:
@@ -86,9 +110,12 @@ class Machine:
         """Options of a final rounding into a tensor's format (a fresh random stream under "sr")."""
         if self.rounding != "sr":
             return self.step
+        return {**self.step, "rounding": "sr", "seed": self.draw()}
+
+    def draw(self) -> int:
+        """A fresh seed for one stochastic rounding, drawn from ``seed`` (in draw order)."""
         self._draws += 1
-        seed = int(np.random.SeedSequence([self.seed, self._draws]).generate_state(1, np.uint64)[0])
-        return {**self.step, "rounding": "sr", "seed": seed}
+        return int(np.random.SeedSequence([self.seed, self._draws]).generate_state(1, np.uint64)[0])
 
     def widen(self, patterns: np.ndarray, fmt: Format) -> np.ndarray:
         """Exact FP32 copies of ``fmt`` patterns (signaling NaNs quieted, as the hardware does)."""
@@ -154,6 +181,20 @@ class Machine:
         wide = np.asarray(FP32.from_float(array, **(self.final() if dst is FP32 else self.step)))
         return from_bits(wide, torch.float32, tensor.shape) if dst is FP32 else from_bits(
             self.narrow(wide, dst), dtype, tensor.shape)
+
+
+_ACCUMULATORS = "fp32, bf16, fp16, tf32 or fp8_e5m2"
+
+
+def _accumulation_format(accumulate) -> Format:
+    """The ``accumulate`` option as a Format; one line listing the accepted ones otherwise."""
+    try:
+        fmt = parse_format(accumulate)
+    except (TypeError, ValueError):
+        raise ValueError(f"accumulate: unknown accumulation format {accumulate!r}; accepted: {_ACCUMULATORS}") from None
+    if fmt.precision > 24 or not fmt.ieee_like or fmt.storage_shift:
+        raise ValueError(f"accumulate: {fmt.name} cannot accumulate here; accepted: {_ACCUMULATORS}")
+    return fmt
 
 
 def scalar_bits(value, fmt: Format, nan: str = "x86"):

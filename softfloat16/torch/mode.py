@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (register their ops)
     activations, amp, attention, channel_norms, conv, cumulative, division, dropout, elementwise, foreach, grouped,
     linear, log1p, losses, normalization, norms, pooling, ranges, reductions, scatter, softmax, trig)
 from .machine import Machine
+from .recipes import OpRoles
 from . import registry
 from .registry import IMPLEMENTATIONS, NATIVE, EmulationError, NotEmulated, NotEmulatedError
 from .tensors import is_emulated
@@ -61,15 +62,16 @@ class EmulationMode(TorchDispatchMode):
         self.machine = machine
         self.strict = strict
         self.fallbacks: Counter[str] = Counter()
+        self.seen = False  # whether an op with a tensor (or dtype=) of an emulated dtype ran
 
     def report(self) -> str:
         """The ops that fell back to torch, most frequent first (one line each).
 
         >>> EmulationMode(Machine()).report()
-        'every op with emulated dtypes was emulated'
+        'no op with an emulated dtype ran'
         """
         if not self.fallbacks:
-            return "every op with emulated dtypes was emulated"
+            return "every op with emulated dtypes was emulated" if self.seen else "no op with an emulated dtype ran"
         total = sum(self.fallbacks.values())
         lines = [f"{total} call(s) of {len(self.fallbacks)} op(s) ran natively in torch (not emulated):"]
         lines += [f"  {name}: {count}" for name, count in self.fallbacks.most_common()]
@@ -114,17 +116,23 @@ class EmulationMode(TorchDispatchMode):
                 f"its inputs to the CPU (model.cpu(), x.cpu()) inside emulate(); run on {other} outside it.")
         if "meta" in devices:  # shapes only, no values to compute
             return func(*args, **kwargs)
+        if not self.seen:
+            self.seen = any(is_emulated(t.dtype) for t in tensors) or is_emulated(kwargs.get("dtype"))
         packet = func.overloadpacket
         implementation = IMPLEMENTATIONS.get(packet)
         reason = None
         if implementation is not None:
             try:
                 outs = _out_arguments(func)
+                if self.machine.recipe is not None:  # which GEMM operands are gradients (recipes.OpRoles)
+                    self.machine.roles = OpRoles(func, args)
                 if outs and any(kwargs.get(name) is not None for name in outs):
                     return self._into_out(implementation, func, outs, args, kwargs)
                 return implementation(self.machine, func, args, kwargs)
             except NotEmulated as error:
                 reason = str(error)
+            finally:
+                self.machine.roles = None
         elif packet in NATIVE:
             return func(*args, **kwargs)
         involved = any(is_emulated(t.dtype) for t in tensors) or is_emulated(kwargs.get("dtype"))
@@ -150,19 +158,27 @@ def _out_arguments(func) -> tuple[str, ...]:
 
 def emulate(rounding: str = "rne", accumulate: Format | str = "fp32", order: str = "sequential",
             nan: str = "x86", ftz: bool = False, strict: bool = True, seed: int | None = None,
-            tensor_core: TensorCore | str = "h100") -> EmulationMode:
+            tensor_core: TensorCore | str | None = None, gemm: str | None = None, scale_rule: str | None = None,
+            grad_format: str | None = None, grad_rounding: str | None = None) -> EmulationMode:
     """A context manager running every arithmetic aten op of CPU float16 / bfloat16 / float32 /
     float8 tensors on the emulator (docs/torch.md: the semantics, op by op).
 
     - ``rounding``: "rne" "rna" "rtz" "rup" "rdn" "rod", or "sr" (stochastic, with ``seed``) for
       the final rounding into 16- and 8-bit formats.
     - ``accumulate``: the accumulation format of matmuls and sums (default FP32); ``order``:
-      "sequential", "pairwise" or "tensorcore" (``tensor_core``: a GPU such as "h100" or "a100",
-      an architecture, an instruction preset of softfloat16.mma, or a
+      "sequential", "pairwise" or "tensorcore" (which needs ``tensor_core``: a GPU such as "h100"
+      or "a100", an architecture, an instruction preset of softfloat16.mma, or a
       :class:`~softfloat16.linalg.TensorCore`: softfloat16.tensor_cores).
     - ``nan``: NaN profile ("x86" is torch CPU's), ``ftz``: flush tiny results to zero.
     - ``strict``: an op the mode does not implement raises :class:`NotEmulatedError` naming it;
       with ``strict=False`` it runs natively and is counted in ``mode.fallbacks``.
+    - ``gemm``: a low-precision GEMM recipe ("mxfp8", "mxfp6", "mxfp4", "nvfp4", "fp8_tensorwise",
+      "fp8_rowwise"; softfloat16.torch.recipes) run on ``tensor_core``'s instructions, with
+      ``scale_rule`` ("floor" or "rceil", MX recipes), ``grad_format`` and ``grad_rounding``
+      ("rne" or "sr" with ``seed``) for the gradient operands of backward GEMMs.
+
+    An option that would have no effect is an error (``seed`` without stochastic rounding,
+    ``tensor_core`` without order="tensorcore" or a recipe, recipe options without ``gemm``).
 
     >>> import torch
     >>> x = torch.tensor([1.0, 3.0], dtype=torch.bfloat16)
@@ -171,7 +187,8 @@ def emulate(rounding: str = "rne", accumulate: Format | str = "fp32", order: str
     [0.33203125, 1.0]
     """
     machine = Machine(rounding=rounding, accumulate=accumulate, order=order, nan=nan, ftz=ftz, seed=seed,
-                      tensor_core=tensor_core)
+                      tensor_core=tensor_core, gemm=gemm, scale_rule=scale_rule, grad_format=grad_format,
+                      grad_rounding=grad_rounding)
     return EmulationMode(machine, strict=strict)
 
 

@@ -182,6 +182,11 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
     schema version, or an inconsistent op list. A missing file raises FileNotFoundError.
     """
     trace = load_op_trace(path, TRACE_KIND, op_type=TraceOp, trace_type=Trace)
+    machine = trace.settings.get("machine")
+    if isinstance(machine, dict) and machine.get("order") != "tensorcore" and "gemm" not in machine:
+        machine.pop("tensor_core", None)  # traces of earlier versions stored the unused default, "h100"
+    if isinstance(machine, dict) and machine.get("rounding") != "sr" and machine.get("grad_rounding") != "sr":
+        machine["seed"] = None  # and any seed given, which only stochastic rounding uses
     if trace.steps != len(trace.ops):
         raise fail(path, f"steps must be the op count {len(trace.ops)}, got {trace.steps}")
     for index, op in enumerate(trace.ops):
@@ -369,12 +374,17 @@ def _tensor_core_json(tensor_core: TensorCore | Preset | str) -> str | list[int]
 
 
 def machine_settings(mode: EmulationMode) -> dict[str, Any]:
-    """An emulation mode's machine as JSON (what ``compare --replay`` rebuilds it from)."""
+    """An emulation mode's machine as JSON (what ``compare --replay`` rebuilds it from): the
+    matrix unit only where it is used (order "tensorcore", or a recipe), the recipe's options only
+    under a recipe."""
     machine = mode.machine
-    return {"rounding": machine.rounding, "accumulate": machine.accumulate.name, "order": machine.order,
-            "nan": machine.nan, "ftz": machine.ftz, "seed": machine.seed,
-            "tensor_core": _tensor_core_json(machine.tensor_core),
-            "strict": mode.strict}
+    settings = {"rounding": machine.rounding, "accumulate": machine.accumulate.name, "order": machine.order,
+                "nan": machine.nan, "ftz": machine.ftz, "seed": machine.seed}
+    if machine.tensor_core is not None:
+        settings["tensor_core"] = _tensor_core_json(machine.tensor_core)
+    if machine.recipe is not None:
+        settings.update(machine.recipe.settings())
+    return {**settings, "strict": mode.strict}
 
 
 class TraceRecorder(TorchDispatchMode):
