@@ -15,7 +15,7 @@ from softfloat16.linalg import TensorCore
 
 from . import (  # noqa: F401  (register their ops)
     activations, amp, attention, channel_norms, conv, division, dropout, elementwise, foreach, linear, log1p, losses,
-    normalization, norms, pooling, ranges, reductions, scatter, softmax)
+    normalization, norms, pooling, ranges, reductions, rnn, scatter, softmax)
 from .machine import Machine
 from . import registry
 from .registry import IMPLEMENTATIONS, NATIVE, EmulationError, NotEmulated, NotEmulatedError
