@@ -82,13 +82,11 @@ def _first_layer(hx: torch.Tensor, directions: int, layers: int) -> bool:
     """Whether this call is the first layer: torch's ``mkldnn_rnn`` hands each layer and direction
     ``hx[layer * directions + direction]`` of its contiguous (layers * directions, B, H) state, so
     the view's storage offset tells the layer."""
-    batch, hidden = hx.shape
-    offset = hx.storage_offset()
-    if not hx.is_contiguous() or offset % max(batch * hidden, 1) or offset // max(batch * hidden, 1) >= \
-            layers * directions:
+    index, rest = divmod(hx.storage_offset(), hx.numel())
+    if not hx.is_contiguous() or rest or index >= layers * directions:
         raise NotEmulated("mkldnn_rnn_layer with batch_first=True and an initial state hx_ that is not a slice of "
                           "the (num_layers * num_directions, batch, hidden) state torch's nn.LSTM passes")
-    return offset // max(batch * hidden, 1) // directions == 0
+    return index // directions == 0
 
 
 def _layer(p: dict, op: str) -> Layer:
@@ -102,7 +100,7 @@ def _layer(p: dict, op: str) -> Layer:
         raise NotEmulated(f"{op}: dtypes {sorted({str(t.dtype) for t in tensors})} (emulated: one of float16, "
                           "bfloat16, float32 for input, weights and states)")
     hidden = int(p["hidden_size"])
-    if x.dim() != 3 or x.shape[0] == 0 or tuple(w_ih.shape) != (4 * hidden, x.shape[2]) or \
+    if x.dim() != 3 or x.numel() == 0 or tuple(w_ih.shape) != (4 * hidden, x.shape[2]) or \
             tuple(w_hh.shape) != (4 * hidden, hidden) or tuple(hx.shape) != (x.shape[1], hidden) or \
             tuple(cx.shape) != tuple(hx.shape):
         raise NotEmulated(f"{op}: shapes input {tuple(x.shape)}, weights {tuple(w_ih.shape)} {tuple(w_hh.shape)}, "
