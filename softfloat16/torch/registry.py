@@ -103,6 +103,7 @@ def aten_arg(args: tuple, kwargs: dict, index: int, name: str, default=None):
 _NATIVE_NAMES = """
 view _unsafe_view reshape _reshape_alias view_as t transpose permute expand squeeze unsqueeze slice select
 narrow as_strided alias detach clone unfold diagonal unflatten split split_with_sizes chunk unbind
+unsafe_split unsafe_split_with_sizes unsafe_chunk _pack_padded_sequence
 tensor_split cat stack index index_select gather take flip roll repeat masked_select nonzero
 empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones ones_like new_zeros
 new_ones zero lift_fresh lift_fresh_copy _local_scalar_dense set resize resize_as

@@ -46,13 +46,20 @@ def sigmoid(machine, func, args, kwargs):
 
 @implements("sigmoid_backward", inplace=False)
 def sigmoid_backward(machine, func, args, kwargs):
-    """``grad * (1 - y) * y`` (torch CPU's order), FP32 steps, one rounding."""
+    """``grad * (1 - y) * y``, left to right, as torch CPU's ``sigmoid_backward_kernel``: BF16 and
+    FP32 in FP32 steps with one rounding; FP16 in ``Half`` arithmetic (torch's ``Vectorized<Half>``
+    body and its scalar tail alike), each of the three operations rounded into FP16."""
     out = meta_call(func, args, kwargs)
     if not is_emulated(out.dtype):
         return func(*args, **kwargs)
     fmt = DTYPE_FORMATS[out.dtype]
     grad, y = (machine.widen(bits(t.to(out.dtype) if t.dtype != out.dtype else t), fmt) for t in args[:2])
-    result = machine.mul(machine.mul(grad, machine.sub(ONE32, y)), y)
+    if out.dtype == torch.float16:
+        def step(value):  # an operation of torch's Half arithmetic: FP32, rounded into FP16
+            return machine.widen(machine.narrow(value, fmt), fmt)
+        result = machine.mul(step(machine.mul(grad, step(machine.sub(ONE32, y)))), y)
+    else:
+        result = machine.mul(machine.mul(grad, machine.sub(ONE32, y)), y)
     return from_bits(machine.narrow(result, fmt), out.dtype, out.shape)
 
 
