@@ -73,7 +73,7 @@ def test_emulated_results_have_torchs_strides(dtype):
     assert checked >= 60  # most of them are laid out otherwise than contiguous
 
 
-def test_flash_attention_and_batch_norm_results_have_torchs_strides():
+def test_flash_attention_batch_norm_and_group_norm_results_have_torchs_strides():
     generator = torch.Generator().manual_seed(1)
     qkv = torch.randn(2, 5, 48, generator=generator).to(torch.bfloat16)
     q, k, v = (t.view(2, 5, 2, 8).transpose(1, 2) for t in qkv.chunk(3, -1))  # as nn.MultiheadAttention
@@ -93,6 +93,10 @@ def test_flash_attention_and_batch_norm_results_have_torchs_strides():
     with sft.emulate():
         got = aten.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)[0]
     assert got.stride() == want.stride() == x.stride()
+    want = aten.native_group_norm(x, None, None, 2, 3, 20, 3, 1e-5)
+    with sft.emulate():
+        got = aten.native_group_norm(x, None, None, 2, 3, 20, 3, 1e-5)
+    assert [t.stride() for t in got] == [t.stride() for t in want] and got[0].stride() == x.stride()
 
 
 def test_from_bits_lays_row_major_values_out_with_the_strides_asked():

@@ -19,7 +19,7 @@ from .machine import FP32, Machine, scalar_bits
 from .normalization import parameter_dtype
 from .opmath import ZERO32, centered32, constant32, moments32, result32, sum32, widen32
 from .registry import NotEmulated, aten_arg, implements
-from .tensors import DTYPE_FORMATS, from_bits, is_emulated
+from .tensors import DTYPE_FORMATS, from_bits, is_emulated, laid_out
 
 __all__ = ["native_batch_norm", "native_batch_norm_backward", "native_group_norm", "native_group_norm_backward"]
 
@@ -475,6 +475,14 @@ def native_batch_norm_backward(machine, func, args, kwargs):
     return tuple(results)
 
 
+def _memory_format(x: torch.Tensor):
+    """x's shape, laid out as torch lays out a normalization's result (``empty_like(x,
+    x.suggest_memory_format())``): channels-last for a channels-last x, else contiguous."""
+    channels_last = (x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)) or (
+        x.dim() == 5 and x.is_contiguous(memory_format=torch.channels_last_3d))
+    return laid_out(x.shape, x.stride()) if channels_last and not x.is_contiguous() else x.shape
+
+
 def _group_args(args, kwargs, first: int):
     return tuple(int(aten_arg(args, kwargs, first + i, name)) for i, name in enumerate(("N", "C", "HxW", "group")))
 
@@ -504,7 +512,7 @@ def native_group_norm(machine, func, args, kwargs):
     b32 = _channel_parameter(machine, bias, channels, op, "bias", ZERO32)[None]
     y = machine.add(machine.mul(y, w32), b32)
     statistics = parameter_dtype(x, weight, bias)
-    return (result32(machine, y, x.dtype, x.shape), result32(machine, mean, statistics, (samples, groups)),
+    return (result32(machine, y, x.dtype, _memory_format(x)), result32(machine, mean, statistics, (samples, groups)),
             result32(machine, rstd, statistics, (samples, groups)))
 
 
@@ -546,7 +554,7 @@ def native_group_norm_backward(machine, func, args, kwargs):
         shape = (samples, groups, per_group, positions)
         first = machine.mul(machine.mul(r[..., None], w32[..., None]), dy.reshape(shape))
         dx = machine.add(machine.add(first, machine.mul(b[..., None], xs.reshape(shape))), c[..., None])
-        results[0] = result32(machine, dx, x.dtype, x.shape)
+        results[0] = result32(machine, dx, x.dtype, _memory_format(x))
     if output_mask[1]:
         terms = machine.mul(machine.sub(ds, machine.mul(db, mu)), r).reshape(samples, channels)
         results[1] = result32(machine, sum32(machine, np.ascontiguousarray(np.asarray(terms).T)), parameter,
