@@ -460,11 +460,15 @@ def through(values: np.ndarray, dtype) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_batch_norm_is_its_fp32_definition(dtype):
+    """float32 inputs, and float16/bfloat16 inputs in neither torch kernel layout (transposed
+    spatial dimensions: torch's TensorIterator path), take the FP32-step definition."""
     x = gaussian(4, 3, 5, 5, dtype=dtype, seed=30)
     x[1, 2] += 100  # a channel with a large mean
     weight, bias = gaussian(3, dtype=dtype, seed=31, shift=1.0), gaussian(3, dtype=dtype, seed=32)
     running_mean, running_var = gaussian(3, dtype=dtype, seed=33), gaussian(3, dtype=dtype, seed=34).abs()
     dy = gaussian(4, 3, 5, 5, dtype=dtype, seed=35, shift=0.0)
+    if dtype != torch.float32:
+        x, dy = x.transpose(2, 3), dy.transpose(2, 3)
     stored_mean, stored_var = running_mean.clone(), running_var.clone()
     with sft.emulate() as mode:
         y, saved_mean, saved_invstd = aten.native_batch_norm(x, weight, bias, stored_mean, stored_var, True, 0.1,
@@ -594,3 +598,69 @@ def test_batch_and_group_norm_modules_close_to_native_torch(dtype):
             else:
                 assert mismatches(g, w) <= max(2, g.numel() // 50)
                 assert relative_error(g, w) <= 2.0 ** -(FORMATS[dtype].fraction_bits - 1)
+
+
+# -- batch norm: torch CPU's kernels, bit for bit ---------------------------------------------------------
+# (shape, memory format) covering both kernels: contiguous with spatial sizes that leave a scalar tail
+# after the 16-element vector blocks (35 = 32 + 3, 40 = 32 + 8) or have none (16), one channel,
+# channels-last 2d/3d with vector and tail channels (24 = 16 + 8), and (N, C), which torch runs as
+# channels-last: with more rows than threads (per-thread partial sums) and with fewer.
+BATCH_NORM_SHAPES = [
+    ((6, 4, 5, 7), None), ((3, 2, 40), None), ((2, 3, 16), None), ((5, 1, 3, 3), None),
+    ((4, 24, 3, 5), torch.channels_last), ((2, 3, 2, 3, 4), torch.channels_last_3d),
+    ((16, 40), None), ((2, 40), None), ((3, 50, 1, 1), None),
+]
+
+
+def batch_norm_case(shape, layout, dtype, parameters, seed):
+    x = gaussian(*shape, dtype=dtype, seed=seed, scale=2.0, shift=40.0 if seed % 2 else 0.5)
+    dy = gaussian(*shape, dtype=dtype, seed=seed + 1, shift=0.0)
+    if layout is not None:
+        x, dy = x.contiguous(memory_format=layout), dy.contiguous(memory_format=layout)
+    channels = shape[1]
+    weight, bias = (gaussian(channels, dtype=parameters, seed=seed + k) for k in (2, 3))
+    running_mean = gaussian(channels, dtype=parameters, seed=seed + 4)
+    running_var = gaussian(channels, dtype=parameters, seed=seed + 5).abs() + 0.5
+    return x, dy, weight, bias, running_mean, running_var
+
+
+def batch_norm_both_ways(x, dy, weight, bias, running_mean, running_var, training):
+    """native_batch_norm (updating copies of the running statistics) and its backward, native and
+    emulated: two lists of (name, tensor)."""
+    runs = []
+    for emulated in (False, True):
+        stats = [running_mean.clone(), running_var.clone()]
+        with sft.emulate() if emulated else torch.no_grad():
+            y, mean, invstd = aten.native_batch_norm(x, weight, bias, *stats, training, 0.1, 1e-5)
+            grads = aten.native_batch_norm_backward(dy, x, weight, *stats, mean if training else None,
+                                                    invstd if training else None, training, 1e-5,
+                                                    [True, True, True])
+        runs.append([("y", y), ("save_mean", mean), ("save_invstd", invstd), ("running_mean", stats[0]),
+                     ("running_var", stats[1]), ("dx", grads[0]), ("dweight", grads[1]), ("dbias", grads[2])])
+    return runs
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+@pytest.mark.parametrize("parameters", ["same", "float32"])
+def test_batch_norm_is_torch_cpus_kernels_bit_for_bit(dtype, parameters):
+    """Forward (training and evaluation), running statistics and backward against torch 2.13 CPU,
+    bit for bit and stride for stride, at two and three threads (the channels-last kernels' partial
+    sums depend on the thread count)."""
+    parameters = dtype if parameters == "same" else torch.float32
+    threads = torch.get_num_threads()
+    compared = 0
+    try:
+        for thread_count in (2, 3):
+            torch.set_num_threads(thread_count)
+            for index, (shape, layout) in enumerate(BATCH_NORM_SHAPES):
+                case = batch_norm_case(shape, layout, dtype, parameters, seed=60 + index + thread_count)
+                for training in (True, False):
+                    native, emulated = batch_norm_both_ways(*case, training)
+                    for (name, want), (_, got) in zip(native, emulated):
+                        what = f"{shape} {layout} training={training} threads={thread_count} {name}"
+                        assert got.stride() == want.stride(), what
+                        assert_same(got, want, what)
+                        compared += got.numel()
+    finally:
+        torch.set_num_threads(threads)
+    assert compared > 5000

@@ -421,3 +421,29 @@ def test_every_torch_dtype_of_the_one_table_round_trips(tmp_path):
     assert trace_format(torch.quint8) is None
     if hasattr(torch, "uint16"):  # torch >= 2.3: a dtype the table does not hold gives no value
         assert tensor_value(torch.zeros(2, dtype=torch.uint16)) is None
+
+
+def test_random_ops_whose_arguments_switch_the_randomness_off_are_replayed(tmp_path):
+    aten = torch.ops.aten
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 5, 8, generator=generator).to(torch.bfloat16) for _ in range(3))
+    x = torch.randn(4, 6, generator=generator).to(torch.bfloat16)
+    path = tmp_path / "attention.npz"
+    with record(path):
+        attention = aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, 0.0)[0]
+        kept = aten.native_dropout.default(x, 0.5, False)[0]      # train=False: the identity
+        aten.native_dropout.default(x, 0.5, True)                 # draws a mask: not replayable
+        aten.native_dropout.default(x, 0.0, True)                 # p = 0: keeps every element
+    trace = load_trace(path)
+    assert [op.name for op in trace.ops] == ["aten._scaled_dot_product_flash_attention_for_cpu.default"] + [
+        "aten.native_dropout.default"] * 3
+    result = replay_traces(trace, trace, machine_from_settings(trace.settings))
+    assert [(op.step, reason) for op, reason in result.not_replayed] == [(2, "random numbers")]
+    assert not result.native
+    # The replayed attention is the emulator's: judged against torch's output, not skipped.
+    with sft.emulate():
+        emulated = aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, 0.0)[0]
+    differs = not torch.equal(emulated.view(torch.int16), attention.view(torch.int16))
+    assert any(diff.op.step == 0 for diff in result.divergent) == differs
+    assert all(diff.op.step == 0 for diff in result.divergent)
+    assert torch.equal(kept, x)

@@ -31,11 +31,12 @@ import torch
 
 from .machine import FP32, Machine
 from .linear import accumulate_products
+from .operands import meta_layouts, unary_shape
 from .opmath import ARITHMETIC, constant32, sum32, widen32
 from .reductions import row_extreme
 from .registry import NotEmulated, NotEmulatedError, aten, aten_arg, emulation, implements
 from .softmax import exp32, log32, softmax
-from .tensors import DTYPE_FORMATS, bits, from_bits, is_emulated
+from .tensors import DTYPE_FORMATS, bits, from_bits, is_emulated, laid_out
 
 __all__ = ["attention_scores32"]
 
@@ -156,8 +157,14 @@ def flash_attention(machine, func, args, kwargs):
     out = np.asarray(machine.div(out.reshape(groups * length, -1), total[:, None]))
     out[masked] = _ZERO32
     logsumexp = np.where(masked, _ZERO32, machine.add(top, log32(total)))
-    return (from_bits(machine.narrow(out, fmt), q.dtype, tuple(q.shape[:-1]) + (v.shape[-1],)),
-            from_bits(logsumexp, torch.float32, tuple(q.shape[:-1])))
+    # torch CPU's layouts (measured; its meta kernel differs): the output laid out as the query (as
+    # empty_like), logsumexp a (batch, length, heads) buffer transposed.
+    if q.dim() == 4 and v.shape[-1] == q.shape[-1]:
+        batch, heads, length = q.shape[:3]
+        layouts = [unary_shape(q), laid_out(q.shape[:3], (length * heads, 1, heads))]
+    else:
+        layouts = meta_layouts(func, args, kwargs)
+    return (from_bits(machine.narrow(out, fmt), q.dtype, layouts[0]), from_bits(logsumexp, torch.float32, layouts[1]))
 
 
 @implements("_scaled_dot_product_flash_attention_for_cpu_backward", inplace=False)
@@ -197,8 +204,9 @@ def flash_attention_backward(machine, func, args, kwargs):
         ds = from_bits(machine.narrow(np.asarray(ds), fmt), q.dtype, (length, source))
         grads["q"][group] = machine.mul(accumulate_products(machine, ds, ks[group]), scale32)
         grads["k"][group] = machine.mul(accumulate_products(machine, ds.t(), qs[group]), scale32)
-    return tuple(from_bits(machine.narrow(grads[name], fmt), q.dtype, tuple(t.shape))
-                 for name, t in (("q", q), ("k", k), ("v", v)))
+    layouts = meta_layouts(func, args, kwargs)
+    return tuple(from_bits(machine.narrow(grads[name], fmt), q.dtype, layout)
+                 for name, layout in zip(("q", "k", "v"), layouts))
 
 
 # -- nn.TransformerEncoderLayer's eval-mode fast path -------------------------------------------------------

@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 from .machine import Machine, scalar_bits
-from .operands import as_signed, elementwise_result, fill_bits, is_scalar, operand32, operand_bits
+from .operands import as_signed, elementwise_result, fill_bits, is_scalar, operand32, operand_bits, unary_shape
 from .registry import NotEmulated, aten, aten_arg, implements
-from .tensors import DTYPE_FORMATS, INTEGER_VIEWS, bits, format_of, from_bits, is_emulated
+from .tensors import DTYPE_FORMATS, INTEGER_VIEWS, bits, format_of, from_bits, is_emulated, with_layout
 
 ONE32 = np.uint32(0x3F800000)
 
@@ -100,7 +100,7 @@ def sqrt(machine, func, args, kwargs):
     """Square root in FP32, rounded once into the format (correctly rounded)."""
     x = args[0]
     if isinstance(x, torch.Tensor) and _direct(machine, x.dtype):
-        return from_bits(DTYPE_FORMATS[x.dtype].sqrt(bits(x), **machine.final()), x.dtype, x.shape)
+        return from_bits(DTYPE_FORMATS[x.dtype].sqrt(bits(x), **machine.final()), x.dtype, unary_shape(x))
     return _unary(machine, func, args, kwargs, machine.sqrt)
 
 
@@ -117,7 +117,7 @@ def reciprocal(machine, func, args, kwargs):
     x = args[0]
     if isinstance(x, torch.Tensor) and _direct(machine, x.dtype):
         fmt = DTYPE_FORMATS[x.dtype]
-        return from_bits(fmt.div(fmt.dtype(fmt.one), bits(x), **machine.final()), x.dtype, x.shape)
+        return from_bits(fmt.div(fmt.dtype(fmt.one), bits(x), **machine.final()), x.dtype, unary_shape(x))
     return _unary(machine, func, args, kwargs, lambda x: machine.div(ONE32, x))
 
 
@@ -176,7 +176,7 @@ def compare(machine, func, args, kwargs):
     result = getattr(DTYPE_FORMATS[common], test)(a, b)
     result = np.logical_not(result) if invert else np.asarray(result)
     out = elementwise_result(func, args, kwargs)
-    return torch.from_numpy(np.array(np.broadcast_to(result, out.shape), dtype=np.bool_))
+    return with_layout(torch.from_numpy(np.array(np.broadcast_to(result, out.shape), dtype=np.bool_)), out.shape)
 
 
 def _pick(machine: Machine, fmt, a, b, largest: bool, ignore_nan: bool):
@@ -297,8 +297,11 @@ def where(machine, func, args, kwargs):
         return _native(func, args, kwargs)
     condition = args[0]
     branches = [aten_arg(args, kwargs, 1, "self"), aten_arg(args, kwargs, 2, "other")]
-    converted = [from_bits(operand_bits(machine, x, out.dtype), out.dtype, x.shape if isinstance(x, torch.Tensor)
-                           else ()) for x in branches]
+    # Branches already of the result's dtype go in as they are (torch then lays the result out
+    # from them); converted ones keep their layout.
+    converted = [x if isinstance(x, torch.Tensor) and x.dtype == out.dtype else from_bits(
+        operand_bits(machine, x, out.dtype), out.dtype, unary_shape(x) if isinstance(x, torch.Tensor) else ())
+        for x in branches]
     return torch.where(condition, *converted)
 
 
@@ -385,7 +388,7 @@ def to_copy(machine, func, args, kwargs):
     if dtype is None or dtype == self.dtype or not is_emulated(dtype):
         return _native(func, args, kwargs)
     rest = {k: v for k, v in kwargs.items() if k != "dtype"}
-    return func(machine.convert(self, dtype), *args[1:], **rest)
+    return func(with_layout(machine.convert(self, dtype), unary_shape(self)), *args[1:], **rest)
 
 
 @implements("copy", inplace=False)

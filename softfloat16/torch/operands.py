@@ -12,10 +12,10 @@ from torch.utils import _pytree as pytree
 from softfloat16.formats import Format
 
 from .machine import FP32, Machine, scalar_bits
-from .tensors import DTYPE_FORMATS, INTEGER_VIEWS, bits
+from .tensors import DTYPE_FORMATS, INTEGER_VIEWS, bits, laid_out
 
-__all__ = ["Result", "as_signed", "elementwise_result", "fill_bits", "is_scalar", "meta_call", "operand32",
-           "operand_bits"]
+__all__ = ["Result", "as_signed", "elementwise_result", "fill_bits", "is_scalar", "meta_call",
+           "meta_layouts", "operand32", "operand_bits", "unary_shape"]
 
 
 def is_scalar(x) -> bool:
@@ -35,15 +35,78 @@ def meta_call(func, args: tuple, kwargs: dict):
     return func(*meta_args, **meta_kwargs)
 
 
+def meta_layouts(func, args: tuple, kwargs: dict) -> list:
+    """The shape and layout (:func:`~softfloat16.torch.tensors.laid_out`) of each tensor result of
+    the op, from :func:`meta_call`: what a non-elementwise op's results need to match torch's
+    strides (attention's outputs are transposed views of their buffers)."""
+    results = meta_call(func, args, kwargs)
+    results = results if isinstance(results, (tuple, list)) else (results,)
+    return [laid_out(t.shape, t.stride()) if isinstance(t, torch.Tensor) else None for t in results]
+
+
 class Result(NamedTuple):
     dtype: torch.dtype
-    shape: torch.Size
+    shape: torch.Size  # or a tensors.Strided: the shape with the strides torch gives the result
+
+
+def _layout(tensors: list, shape) -> torch.Size | None:
+    """The layout TensorIterator gives an elementwise result (its ``reorder_dimensions``): the
+    dimensions sorted, fastest first, by the operands' strides (in operand order; a broadcast
+    dimension, stride 0, leaves the decision to the next operand; equal strides put the smaller
+    size first), and the result dense in that order. Every operand contiguous: contiguous."""
+    ndim = len(shape)
+    shaped = [t for t in tensors if t.dim() > 0]
+    if ndim <= 1 or all(t.is_contiguous() for t in shaped):
+        return torch.Size(shape)
+    strides = []
+    for t in shaped:
+        offset = ndim - t.dim()
+        row = [0] * offset
+        for size, stride, full in zip(t.shape, t.stride(), shape[offset:]):
+            row.append(0 if size == 1 and full != 1 else stride)
+        strides.append(row)
+
+    def should_swap(dim0: int, dim1: int) -> int:
+        for row in strides:
+            stride0, stride1 = row[dim0], row[dim1]
+            if stride0 == 0 or stride1 == 0:
+                continue
+            if stride0 != stride1:
+                return -1 if stride0 < stride1 else 1
+            if shape[dim0] > shape[dim1]:
+                return 1
+        return 0
+
+    perm = list(range(ndim - 1, -1, -1))  # perm[0]: the fastest dimension
+    for i in range(1, ndim):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            comparison = should_swap(perm[dim0], perm[dim1])
+            if comparison > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif comparison < 0:
+                break
+    result, step = [0] * ndim, 1
+    for dim in perm:
+        result[dim] = step
+        step *= max(int(shape[dim]), 1)
+    return laid_out(shape, result)
+
+
+def unary_shape(x: torch.Tensor):
+    """The shape and layout of an elementwise op's result on one tensor (TensorIterator's, as
+    :func:`_layout`: x's strides when x is dense)."""
+    return _layout([x], x.shape)
 
 
 def elementwise_result(func, args: tuple, kwargs: dict) -> Result:
-    """dtype and shape of an elementwise op's result. When every tensor operand has one floating
-    dtype and the rest are real Python numbers, that dtype and the broadcast shape (type promotion
-    never leaves a floating dtype for a real scalar); otherwise torch's own answer (:func:`meta_call`)."""
+    """dtype, shape and layout of an elementwise op's result. When every tensor operand has one
+    floating dtype and the rest are real Python numbers, that dtype and the broadcast shape (type
+    promotion never leaves a floating dtype for a real scalar), with TensorIterator's layout
+    (:func:`_layout`); otherwise torch's own answer (:func:`meta_call`). The shape is a tensors.Strided where
+    torch's strides are not the contiguous ones: :func:`~softfloat16.torch.tensors.from_bits` then
+    gives the result those strides."""
     leaves = pytree.tree_leaves((args, kwargs))
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
     if tensors and "dtype" not in kwargs:
@@ -53,9 +116,9 @@ def elementwise_result(func, args: tuple, kwargs: dict) -> Result:
             shape = tensors[0].shape
             if any(t.shape != shape for t in tensors[1:]):  # torch.broadcast_shapes costs 30 us
                 shape = torch.Size(np.broadcast_shapes(*(tuple(t.shape) for t in tensors)))
-            return Result(dtype, shape)
+            return Result(dtype, _layout(tensors, shape))
     out = meta_call(func, args, kwargs)
-    return Result(out.dtype, out.shape)
+    return Result(out.dtype, laid_out(out.shape, out.stride()))
 
 
 def operand_bits(machine: Machine, x, dtype: torch.dtype) -> np.ndarray:

@@ -13,8 +13,8 @@ import softfloat16 as sf
 from softfloat16.formats import Format
 from softfloat16.optrace import VALUE_FORMATS
 
-__all__ = ["DTYPE_FORMATS", "INTEGER_VIEWS", "SATURATING", "TRACE_DTYPES", "bits", "format_of", "from_bits",
-           "is_emulated", "trace_format"]
+__all__ = ["DTYPE_FORMATS", "INTEGER_VIEWS", "SATURATING", "TRACE_DTYPES", "Strided", "bits", "format_of", "from_bits",
+           "is_emulated", "laid_out", "trace_format", "with_layout"]
 
 #: Every torch dtype an op trace holds, by its format name: softfloat16.optrace.VALUE_FORMATS, the
 #: one table of dtypes and format names, with the dtypes this torch has.
@@ -73,20 +73,65 @@ def bits(tensor: torch.Tensor) -> np.ndarray:
     return view.numpy().view(_UNSIGNED[size])
 
 
+class Strided(tuple):
+    """A result's shape (a tuple of ints) carrying the element ``strides`` torch gives that result
+    when they are not the contiguous ones (:func:`laid_out`): :func:`from_bits` lays its values out
+    so. Everything else reads it as the plain shape."""
+
+    strides: tuple[int, ...]
+
+    def __new__(cls, shape, strides):
+        self = super().__new__(cls, (int(n) for n in shape))
+        self.strides = tuple(int(s) for s in strides)
+        return self
+
+
+def _contiguous_strides(shape) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(int(size), 1)
+    return strides[::-1]
+
+
+def laid_out(shape, strides) -> torch.Size | Strided:
+    """``shape`` as a torch.Size when ``strides`` are its contiguous strides (size-1 dimensions and
+    empty tensors ignored, as torch's ``is_contiguous``), else a :class:`Strided` carrying them.
+
+    >>> laid_out((2, 3), (3, 1)), laid_out((2, 3), (1, 2)).strides
+    (torch.Size([2, 3]), (1, 2))
+    """
+    shape = tuple(shape)
+    if 0 in shape or all(n == 1 or s == c for n, s, c in zip(shape, strides, _contiguous_strides(shape))):
+        return torch.Size(shape)
+    return Strided(shape, strides)
+
+
+def with_layout(tensor: torch.Tensor, shape) -> torch.Tensor:
+    """``tensor`` (row-major values) with the strides of a :class:`Strided` ``shape`` (a copy that
+    moves bits), or itself for a plain shape."""
+    strides = getattr(shape, "strides", None)
+    if strides is None or tensor.stride() == strides:
+        return tensor
+    return torch.empty_strided(tuple(shape), strides, dtype=tensor.dtype).copy_(tensor)
+
+
 def from_bits(patterns, dtype: torch.dtype, shape: tuple | torch.Size | None = None) -> torch.Tensor:
-    """A new contiguous CPU tensor of ``dtype`` holding these bit patterns (reshaped or broadcast to
-    ``shape``).
+    """A new CPU tensor of ``dtype`` holding these bit patterns (reshaped or broadcast to ``shape``,
+    in row-major order): contiguous, or with the strides of a :class:`Strided` shape.
 
     >>> from_bits(np.array([0x3C00, 0x7C00], np.uint16), torch.float16)
     tensor([1., inf], dtype=torch.float16)
+    >>> from_bits(np.arange(6, dtype=np.uint16), torch.float16, Strided((2, 3), (1, 2))).stride()
+    (1, 2)
     """
     fmt = DTYPE_FORMATS[dtype]
     array = np.asarray(patterns)
     if shape is not None and array.shape != tuple(shape):
-        shape = tuple(shape)
-        same_size = array.size == int(np.prod(shape, dtype=np.int64))
-        array = array.reshape(shape) if same_size else np.broadcast_to(array, shape)
+        dims = tuple(shape)
+        same_size = array.size == int(np.prod(dims, dtype=np.int64))
+        array = array.reshape(dims) if same_size else np.broadcast_to(array, dims)
     # A fresh, writable, contiguous array: torch takes ownership of its memory.
     array = np.array(array, dtype=fmt.dtype, order="C", copy=True)
     signed = {np.uint8: np.uint8, np.uint16: np.int16, np.uint32: np.int32}[fmt.dtype]
-    return torch.from_numpy(array.view(signed)).view(dtype)
+    return with_layout(torch.from_numpy(array.view(signed)).view(dtype), shape)

@@ -41,7 +41,8 @@ from .recording import (
 )
 
 __all__ = ["Comparison", "ElementDiff", "OpDiff", "TraceMismatch", "check_same_program", "compare_traces",
-           "format_comparison", "machine_from_settings", "replay_op", "replay_traces", "show_value"]
+           "format_comparison", "machine_from_settings", "randomness_switched_off", "replay_op", "replay_traces",
+           "show_value"]
 
 # The trace formats that are softfloat16 formats (compared and shown through them).
 _SF_FORMATS = frozenset(name for name, value in VALUE_FORMATS.items() if value.format is not None)
@@ -262,22 +263,54 @@ def _resolve(name: str):
         return None
 
 
+def randomness_switched_off(func, args: tuple | list, kwargs: dict) -> bool:
+    """Whether a random op (torch's ``nondeterministic_seeded`` tag) draws nothing that shapes its
+    result for these arguments, so that it can be recomputed: a ``dropout_p`` (attention) or an
+    RNN's ``dropout`` of 0, a ``train``/``training`` of False (dropout, RNNs, ``rrelu_with_noise``),
+    or a dropout's ``p`` of 0.
+
+    >>> aten = torch.ops.aten
+    >>> x = torch.ones(2)
+    >>> [randomness_switched_off(aten.native_dropout.default, (x, 0.5, False), {}),
+    ...  randomness_switched_off(aten.native_dropout.default, (x, 0.5, True), {}),
+    ...  randomness_switched_off(aten.bernoulli.p, (x, 0.0), {})]
+    [True, False, False]
+    """
+    schema = func._schema.arguments
+    bound = {argument.name: argument.default_value for argument in schema if argument.has_default_value()}
+    bound.update({argument.name: value for argument, value in zip(schema, args)})
+    bound.update(kwargs)
+    name = func.overloadpacket.__name__
+    if "dropout_p" in bound:
+        return _is_zero(bound["dropout_p"])
+    if any(bound.get(flag) is False for flag in ("train", "training")):
+        return True
+    if "dropout" in bound and _is_zero(bound["dropout"]):
+        return True
+    return "dropout" in name and _is_zero(bound.get("p"))
+
+
+def _is_zero(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
+
+
 def replay_op(op: TraceOp, mode: EmulationMode) -> list[Value] | str:
     """The outputs of ``op`` recomputed under ``mode`` from its recorded inputs, as trace values;
     or, when the op cannot be recomputed, the reason (a string)."""
     func = _resolve(op.name)
     if func is None:
         return "an op this torch does not have"
-    if torch.Tag.nondeterministic_seeded in func.tags:
-        return "random numbers"
     if func.overloadpacket.__name__ in UNINITIALIZED:
         return "uninitialized memory"
+    seeded = torch.Tag.nondeterministic_seeded in func.tags
     tensors = {role: tensor_from_value(fmt, array) for role, fmt, array in op.inputs}
     try:
         args = decode(op.attrs.get("args", []), tensors)
         kwargs = {name: decode(value, tensors) for name, value in op.attrs.get("kwargs", {}).items()}
     except NotReplayable as error:
-        return str(error)
+        return "random numbers" if seeded else str(error)
+    if seeded and not randomness_switched_off(func, args, kwargs):
+        return "random numbers"
     with torch.no_grad(), mode:
         result = func(*args, **kwargs)
     outputs: list[Value] = []
