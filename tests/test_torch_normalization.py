@@ -624,13 +624,13 @@ def batch_norm_case(shape, layout, dtype, parameters, seed):
     return x, dy, weight, bias, running_mean, running_var
 
 
-def batch_norm_both_ways(x, dy, weight, bias, running_mean, running_var, training):
+def batch_norm_both_ways(x, dy, weight, bias, running_mean, running_var, training, threads=1):
     """native_batch_norm (updating copies of the running statistics) and its backward, native and
-    emulated: two lists of (name, tensor)."""
+    emulated (``threads``: the machine's torch thread count): two lists of (name, tensor)."""
     runs = []
     for emulated in (False, True):
         stats = [running_mean.clone(), running_var.clone()]
-        with sft.emulate() if emulated else torch.no_grad():
+        with sft.emulate(threads=threads) if emulated else torch.no_grad():
             y, mean, invstd = aten.native_batch_norm(x, weight, bias, *stats, training, 0.1, 1e-5)
             grads = aten.native_batch_norm_backward(dy, x, weight, *stats, mean if training else None,
                                                     invstd if training else None, training, 1e-5,
@@ -645,7 +645,7 @@ def batch_norm_both_ways(x, dy, weight, bias, running_mean, running_var, trainin
 def test_batch_norm_is_torch_cpus_kernels_bit_for_bit(dtype, parameters):
     """Forward (training and evaluation), running statistics and backward against torch 2.13 CPU,
     bit for bit and stride for stride, at two and three threads (the channels-last kernels' partial
-    sums depend on the thread count)."""
+    sums depend on the thread count: the machine's ``threads`` says which to reproduce)."""
     parameters = dtype if parameters == "same" else torch.float32
     threads = torch.get_num_threads()
     compared = 0
@@ -655,7 +655,7 @@ def test_batch_norm_is_torch_cpus_kernels_bit_for_bit(dtype, parameters):
             for index, (shape, layout) in enumerate(BATCH_NORM_SHAPES):
                 case = batch_norm_case(shape, layout, dtype, parameters, seed=60 + index + thread_count)
                 for training in (True, False):
-                    native, emulated = batch_norm_both_ways(*case, training)
+                    native, emulated = batch_norm_both_ways(*case, training, threads=thread_count)
                     for (name, want), (_, got) in zip(native, emulated):
                         what = f"{shape} {layout} training={training} threads={thread_count} {name}"
                         assert got.stride() == want.stride(), what

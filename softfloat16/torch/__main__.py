@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     machine.add_argument("--nan", choices=sorted(PROFILES), help="NaN profile")
     machine.add_argument("--ftz", action="store_const", const=True, help="flush tiny results to zero")
     machine.add_argument("--seed", type=int, help="seed of --rounding sr")
+    machine.add_argument("--threads", type=_positive, metavar="N",
+                         help="torch CPU's thread count to reproduce where a kernel's sums depend on it (default 1)")
     machine.add_argument("--tensor-core", type=_tensor_core, metavar="GPU",
                          help=f"matrix unit of --order tensorcore (needed with it, unless the trace stores one; "
                          f"an error without it): a GPU ({', '.join(TENSOR_CORES)}), an architecture (hopper, ...), "
@@ -100,7 +102,7 @@ def _load(path: str) -> Trace:
         raise UsageError(str(error)) from None
 
 
-_MACHINE_FLAGS = ("rounding", "accumulate", "order", "nan", "ftz", "seed", "tensor_core")
+_MACHINE_FLAGS = ("rounding", "accumulate", "order", "nan", "ftz", "seed", "tensor_core", "threads")
 
 
 def _compare(args: argparse.Namespace) -> int:

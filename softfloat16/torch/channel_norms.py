@@ -127,10 +127,10 @@ def _sum_rows(machine: Machine, rows: np.ndarray) -> np.ndarray:
     return sum32(machine, rows) if rows.shape[1] else np.zeros(rows.shape[0], np.uint32)
 
 
-def _parts(count: int) -> list[slice]:
-    """The rows each thread of ``at::parallel_for(0, count, 1)`` takes: ``torch.get_num_threads()``
-    threads (at most ``count``), ``ceil(count / threads)`` consecutive rows each."""
-    workers = max(1, min(torch.get_num_threads(), count))
+def _parts(count: int, threads: int) -> list[slice]:
+    """The rows each thread of ``at::parallel_for(0, count, 1)`` takes: ``threads`` threads (the
+    machine's setting; at most ``count``), ``ceil(count / threads)`` consecutive rows each."""
+    workers = max(1, min(threads, count))
     chunk = -(-count // workers)
     return [slice(start, min(start + chunk, count)) for start in range(0, count, chunk)]
 
@@ -146,9 +146,9 @@ def _fused_sum(machine: Machine, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _thread_sums(machine: Machine, rows: np.ndarray, fused_with=None) -> np.ndarray:
     """Per-channel totals of (R, C) rows as the channels-last kernels add them: each thread sums its
     rows into its own FP32 buffer (``fma(rows, fused_with, acc)`` with ``fused_with``), then the
-    buffers of all ``torch.get_num_threads()`` threads are added in order, from +0."""
-    partial = np.zeros((rows.shape[1], max(torch.get_num_threads(), 1)), np.uint32)
-    for t, part in enumerate(_parts(rows.shape[0])):
+    buffers of all ``machine.threads`` threads are added in order, from +0."""
+    partial = np.zeros((rows.shape[1], machine.threads), np.uint32)
+    for t, part in enumerate(_parts(rows.shape[0], machine.threads)):
         if fused_with is None:
             partial[:, t] = sum32(machine, np.ascontiguousarray(rows[part].T))
         else:
@@ -194,7 +194,7 @@ def _collect_stats(machine: Machine, values: np.ndarray, layout: str, statistics
         return _through(machine, mean, statistics), _through(
             machine, _lane_sums(machine, np.asarray(machine.mul(deviations, deviations))), statistics)
     count = values.shape[0]
-    if count > torch.get_num_threads():
+    if count > machine.threads:
         mean = _through(machine, machine.div(_thread_sums(machine, values), constant32(count)), statistics)
         deviations = np.asarray(machine.sub(values, mean[None, :]))
         return mean, _through(machine, _thread_sums(machine, deviations, deviations), statistics)

@@ -51,8 +51,13 @@ class Machine:
     def __init__(self, rounding: str = "rne", accumulate: Format | str = sf.fp32, order: str = "sequential",
                  nan: str = "x86", ftz: bool = False, seed: int | None = None,
                  tensor_core: TensorCore | str | None = None, gemm: str | None = None, scale_rule: str | None = None,
-                 grad_format: str | None = None, grad_rounding: str | None = None) -> None:
+                 grad_format: str | None = None, grad_rounding: str | None = None, threads: int = 1) -> None:
         mode = parse_rounding(rounding)
+        if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+            raise ValueError(f"threads: expected a positive integer (torch CPU's thread count), got {threads!r}")
+        #: torch CPU's thread count whose results the mode reproduces where a kernel's sums depend on
+        #: it (channels-last batch norm adds per-thread partial sums): a setting, never the process's.
+        self.threads = int(threads)
         if not isinstance(ftz, (bool, np.bool_)):
             raise TypeError(f"ftz: expected True or False, got {ftz!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):

@@ -159,7 +159,7 @@ def _out_arguments(func) -> tuple[str, ...]:
 def emulate(rounding: str = "rne", accumulate: Format | str = "fp32", order: str = "sequential",
             nan: str = "x86", ftz: bool = False, strict: bool = True, seed: int | None = None,
             tensor_core: TensorCore | str | None = None, gemm: str | None = None, scale_rule: str | None = None,
-            grad_format: str | None = None, grad_rounding: str | None = None) -> EmulationMode:
+            grad_format: str | None = None, grad_rounding: str | None = None, threads: int = 1) -> EmulationMode:
     """A context manager running every arithmetic aten op of CPU float16 / bfloat16 / float32 /
     float8 tensors on the emulator (docs/torch.md: the semantics, op by op).
 
@@ -176,6 +176,9 @@ def emulate(rounding: str = "rne", accumulate: Format | str = "fp32", order: str
       "fp8_rowwise"; softfloat16.torch.recipes) run on ``tensor_core``'s instructions, with
       ``scale_rule`` ("floor" or "rceil", MX recipes), ``grad_format`` and ``grad_rounding``
       ("rne" or "sr" with ``seed``) for the gradient operands of backward GEMMs.
+    - ``threads``: the torch CPU thread count whose results to reproduce where a kernel's sums
+      depend on it (channels-last batch norm); default 1. The process's own count is never read,
+      so the bits are the same everywhere.
 
     An option that would have no effect is an error (``seed`` without stochastic rounding,
     ``tensor_core`` without order="tensorcore" or a recipe, recipe options without ``gemm``).
@@ -188,7 +191,7 @@ def emulate(rounding: str = "rne", accumulate: Format | str = "fp32", order: str
     """
     machine = Machine(rounding=rounding, accumulate=accumulate, order=order, nan=nan, ftz=ftz, seed=seed,
                       tensor_core=tensor_core, gemm=gemm, scale_rule=scale_rule, grad_format=grad_format,
-                      grad_rounding=grad_rounding)
+                      grad_rounding=grad_rounding, threads=threads)
     return EmulationMode(machine, strict=strict)
 
 

@@ -384,6 +384,8 @@ def machine_settings(mode: EmulationMode) -> dict[str, Any]:
         settings["tensor_core"] = _tensor_core_json(machine.tensor_core)
     if machine.recipe is not None:
         settings.update(machine.recipe.settings())
+    if machine.threads != 1:
+        settings["threads"] = machine.threads
     return {**settings, "strict": mode.strict}
 
 
