@@ -38,15 +38,17 @@ def family(function) -> str:
     return _implementing(function).__module__.rsplit(".", 1)[-1].replace("_", " ")
 
 
-def _first_sentence(text: str) -> str:
-    """Up to the first full stop followed by a space and a capital, a digit or a backquote, outside brackets."""
+def _first_sentence(text: str, shortest: int = 30) -> str:
+    """Up to the first full stop followed by a space and a capital, a digit or a backquote, outside
+    brackets; the next sentences too while shorter than ``shortest`` characters (a bare formula)."""
     depth = 0
     for index, char in enumerate(text):
         if char in "([{":
             depth += 1
         elif char in ")]}":
             depth = max(depth - 1, 0)
-        elif char == "." and depth == 0 and re.match(r"\.\s+[A-Z0-9`]", text[index:index + 3]):
+        elif char == "." and depth == 0 and index + 1 >= shortest and re.match(r"\.\s+[A-Z0-9`]",
+                                                                               text[index:index + 3]):
             return text[:index + 1]
     return text
 
