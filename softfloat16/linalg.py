@@ -19,7 +19,7 @@ import numpy as np
 from ._kernels import matmul as kernels
 from ._kernels import hardware, matmul_lanes, twosum
 from ._kernels.loops import FAST_MAX_FRACTION_BITS
-from . import mma
+from . import mma, threads
 from .formats import Format, bf16, fp16, fp32
 from .formats import format as parse_format
 from .ops import as_bits, convert
@@ -109,6 +109,8 @@ def _binary32(bits: np.ndarray, fmt: Format) -> np.ndarray:
     if fmt is fp32:
         return np.asarray(bits, np.uint32).view(np.float32)
     bits = np.ascontiguousarray(bits)
+    if bits.size < threads.PARALLEL_MIN_ELEMENTS:  # waking Numba's threads costs more (1-2 ms when loaded)
+        return _binary32_table(fmt)[bits]
     out = np.empty(bits.shape, np.float32)
     hardware.gather(bits.ravel(), _binary32_table(fmt), out.ravel())
     return out

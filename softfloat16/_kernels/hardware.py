@@ -321,10 +321,19 @@ def _pack(b, out):
                 out[p, t, w] = b[t, j] if j < n else 0
 
 
-def panels(b: np.ndarray, cols: int) -> np.ndarray:
-    """B (k, n) padded to whole panels and cut into them: (n // cols, k, cols), each contiguous."""
-    out = np.empty((-(-b.shape[1] // cols), b.shape[0], cols), b.dtype)
-    _pack(b, out)
+def panels(b: np.ndarray, cols: int, parallel: bool = False) -> np.ndarray:
+    """B (k, n) padded to whole panels and cut into them: (n // cols, k, cols), each contiguous; on
+    Numba's threads with ``parallel`` (a small GEMM's B is packed by numpy: waking the threads
+    costs more than the copy, 1 to 2 ms on a loaded two-core host against microseconds)."""
+    k, n = b.shape
+    count = -(-n // cols)
+    out = np.empty((count, k, cols), b.dtype)
+    if parallel:
+        _pack(b, out)
+    else:
+        wide = np.zeros((k, count * cols), b.dtype)
+        wide[:, :n] = b
+        out[:] = wide.reshape(k, count, cols).transpose(1, 0, 2)
     return out
 
 
@@ -353,7 +362,8 @@ def pairwise_gemm(a: np.ndarray, b: np.ndarray, parallel: bool = False, mode: in
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
-    if not make_pairwise_gemm(cols, parallel, mode, spec)(ap, panels(b, cols), out, PROBE, _nan(a.dtype, nan)):
+    if not make_pairwise_gemm(cols, parallel, mode, spec)(ap, panels(b, cols, parallel), out, PROBE,
+                                                          _nan(a.dtype, nan)):
         return None
     return out[:m, :n]
 
@@ -371,7 +381,7 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, parallel: bo
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
     cp = out if c is None else padded(c, ROWS, cols)  # (not read without c)
-    if not make_fma_gemm(cols, parallel, mode, spec)(ap, panels(b, cols), cp, c is not None, out, PROBE,
+    if not make_fma_gemm(cols, parallel, mode, spec)(ap, panels(b, cols, parallel), cp, c is not None, out, PROBE,
                                                      _nan(a.dtype, nan)):
         return None
     return out[:m, :n]

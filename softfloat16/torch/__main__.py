@@ -25,6 +25,7 @@ from softfloat16.linalg import ORDERS, TENSOR_CORES, TensorCore
 from softfloat16.profiles import PROFILES
 from softfloat16.rounding import ROUNDING_NAMES
 
+from . import coverage
 from .recording import Trace, TraceError, load_trace
 from .trace_compare import TraceMismatch, compare_traces, format_comparison, machine_from_settings, replay_traces
 
@@ -63,6 +64,7 @@ def _tensor_core(text: str) -> TensorCore | str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Op traces of softfloat16.torch.record.")
     commands = parser.add_subparsers(dest="command", required=True)
+    coverage.add_command(commands)  # ops: the table of emulated and native ops (coverage.py)
     compare = commands.add_parser("compare", help="the first op where two traces differ",
                                   description="Compare two traces op by op; name the first divergent op.")
     compare.add_argument("a", metavar="A.npz", help="the first trace (with --replay: the one recomputed)")
@@ -154,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     2
     """
     args = _parser().parse_args(argv)
+    if args.command == "ops":
+        return coverage.run(args)
     try:
         return _compare(args) if args.command == "compare" else _show(args)
     except UsageError as error:

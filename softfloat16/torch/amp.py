@@ -30,6 +30,8 @@ def _single(tensor: torch.Tensor, role: str) -> np.uint32:
 
 @implements("_amp_foreach_non_finite_check_and_unscale_", inplace=False)
 def non_finite_check_and_unscale(machine, func, args, kwargs):
+    """``GradScaler.unscale_``: ``found_inf = 1`` if any gradient element is inf or NaN; each element
+    times ``inv_scale``, one FP32 step, one rounding into the gradient's dtype (torch CPU's kernel)."""
     grads, found_inf, inv_scale = args[0], args[1], args[2]
     inverse = _single(inv_scale, "inv_scale")
     _single(found_inf, "found_inf")
@@ -48,6 +50,8 @@ def non_finite_check_and_unscale(machine, func, args, kwargs):
 
 @implements("_amp_update_scale_", inplace=False)
 def update_scale(machine, func, args, kwargs):
+    """``GradScaler.update``: ``scale * backoff_factor`` after an inf/NaN, else ``scale * growth_factor``
+    every ``growth_interval`` clean steps if finite (the double product rounded into FP32 by the machine)."""
     scale, tracker, found_inf = args[0], args[1], args[2]
     growth, backoff, interval = (float(args[3]), float(args[4]), int(args[5]))
     current = np.uint32(_single(scale, "scale")).view(np.float32)

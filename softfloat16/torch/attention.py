@@ -21,6 +21,11 @@ Backward, from the saved ``O`` and ``logsumexp``: ``P = exp(S - logsumexp)`` (FP
 ``dV = round(P) ^T @ dO``, ``dP = dO @ V^T`` (FP32), ``D = sum_j dO * O`` (FP32),
 ``dS = P * (dP - D)`` (FP32) rounded into the format, ``dQ = (dS @ K) * scale``,
 ``dK = (dS^T @ Q) * scale``; each gradient rounded once.
+
+Grouped-query attention (key and value with ``H / g`` heads for the query's ``H``, torch's
+``enable_gqa``): query head ``h`` reads key/value head ``h // g``; the ``dK`` and ``dV`` of a
+key/value head are one FP32 accumulation over the rows of its ``g`` query heads (head by head, rows
+in order), rounded once.
 """
 from __future__ import annotations
 
@@ -72,14 +77,28 @@ def _groups(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.reshape(-1, tensor.shape[-2], tensor.shape[-1])
 
 
-def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, op: str) -> None:
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, op: str) -> int:
+    """Validates the operands; returns how many query heads share one key/value head (1 unless
+    grouped-query attention: query (..., H, L, E), key and value (..., H / g, S, E))."""
     if not (q.dtype == k.dtype == v.dtype) or q.dtype not in ARITHMETIC:
         raise NotEmulated(f"{op}: query, key, value of dtypes {q.dtype}, {k.dtype}, {v.dtype} (emulated: one of "
                           "float16, bfloat16, float32 for all three)")
-    if q.dim() < 2 or not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]) or k.shape[-2] != v.shape[-2] \
+    shared = 1
+    if q.dim() >= 3 and k.dim() == v.dim() == q.dim() and k.shape[:-2] == v.shape[:-2] \
+            and q.shape[:-3] == k.shape[:-3] and 0 < k.shape[-3] < q.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
+        shared = q.shape[-3] // k.shape[-3]
+    if q.dim() < 2 or not (shared > 1 or q.shape[:-2] == k.shape[:-2] == v.shape[:-2]) or k.shape[-2] != v.shape[-2] \
             or q.shape[-1] != k.shape[-1]:
         raise NotEmulated(f"{op}: shapes query {tuple(q.shape)}, key {tuple(k.shape)}, value {tuple(v.shape)} "
-                          "(expected (..., L, E), (..., S, E), (..., S, Ev) with equal leading dimensions)")
+                          "(expected (..., L, E), (..., S, E), (..., S, Ev) with equal leading dimensions, or "
+                          "key and value heads (dimension -3) dividing the query's)")
+    return shared
+
+
+def _share_heads(tensor: torch.Tensor, shared: int) -> torch.Tensor:
+    """Grouped-query attention: each key/value head repeated for the ``shared`` query heads that
+    read it (query head h reads key head h // shared, torch's ``enable_gqa``)."""
+    return tensor if shared == 1 else tensor.repeat_interleave(shared, dim=-3)
 
 
 def _mask32(machine: Machine, mask: torch.Tensor, shape: tuple, op: str) -> np.ndarray:
@@ -133,7 +152,8 @@ def flash_attention(machine, func, args, kwargs):
     if not is_emulated(q.dtype):
         return func(*args, **kwargs)
     op = "_scaled_dot_product_flash_attention_for_cpu"
-    _check(q, k, v, op)
+    shared = _check(q, k, v, op)
+    k, v = _share_heads(k, shared), _share_heads(v, shared)
     dropout_p, is_causal, attn_mask, scale = _flash_args(args, kwargs)
     if dropout_p > 0:
         raise NotEmulated(f"{op} with dropout_p > 0 (torch's CPU flash kernel has no dropout either: with dropout, "
@@ -176,7 +196,9 @@ def flash_attention_backward(machine, func, args, kwargs):
     if not is_emulated(q.dtype):
         return func(*args, **kwargs)
     op = "_scaled_dot_product_flash_attention_for_cpu_backward"
-    _check(q, k, v, op)
+    shared = _check(q, k, v, op)
+    key, value = k, v
+    k, v = _share_heads(k, shared), _share_heads(v, shared)
     dropout_p = aten_arg(args, kwargs, 6, "dropout_p", 0.0)
     is_causal = aten_arg(args, kwargs, 7, "is_causal", False)
     attn_mask, scale = kwargs.get("attn_mask"), kwargs.get("scale")
@@ -196,17 +218,28 @@ def flash_attention_backward(machine, func, args, kwargs):
     correction = sum32(machine, machine.mul(widen32(machine, dos, op, "grad_out").reshape(groups * length, -1),
                                             widen32(machine, _groups(out), op, "out").reshape(groups * length, -1)))
     correction = correction.reshape(groups, length, 1)
-    grads = {name: np.empty(tuple(t.shape), np.uint32) for name, t in (("q", qs), ("k", ks), ("v", vs))}
+    grad_q = np.empty(tuple(qs.shape), np.uint32)
+    score_grads = []
     for group in range(groups):
-        grads["v"][group] = accumulate_products(machine, probabilities[group].t(), dos[group])
         dp = accumulate_products(machine, dos[group], vs[group].t())
         ds = machine.mul(p32[group], machine.sub(dp, correction[group]))
         ds = from_bits(machine.narrow(np.asarray(ds), fmt), q.dtype, (length, source))
-        grads["q"][group] = machine.mul(accumulate_products(machine, ds, ks[group]), scale32)
-        grads["k"][group] = machine.mul(accumulate_products(machine, ds.t(), qs[group]), scale32)
-    layouts = meta_layouts(func, args, kwargs)
-    return tuple(from_bits(machine.narrow(grads[name], fmt), q.dtype, layout)
-                 for name, layout in zip(("q", "k", "v"), layouts))
+        grad_q[group] = machine.mul(accumulate_products(machine, ds, ks[group]), scale32)
+        score_grads.append(ds)
+    # dK and dV of a key/value head: one accumulation over the rows of every query head reading it
+    # (head by head, rows in order), one rounding.
+    key_groups = groups // shared
+    grad_k = np.empty((key_groups, source, k.shape[-1]), np.uint32)
+    grad_v = np.empty((key_groups, source, v.shape[-1]), np.uint32)
+    for group in range(key_groups):
+        readers = range(group * shared, (group + 1) * shared)
+        ds_t = torch.cat([score_grads[index].t() for index in readers], dim=1)
+        grad_k[group] = machine.mul(accumulate_products(machine, ds_t, torch.cat([qs[i] for i in readers])), scale32)
+        p_t = torch.cat([probabilities[index].t() for index in readers], dim=1)
+        grad_v[group] = accumulate_products(machine, p_t, torch.cat([dos[index] for index in readers]))
+    layouts = meta_layouts(func, args, kwargs)  # torch's layouts (its meta kernel's, measured)
+    return tuple(from_bits(machine.narrow(grad, fmt), q.dtype, layout if tuple(layout) == tuple(t.shape) else t.shape)
+                 for grad, t, layout in zip((grad_q, grad_k, grad_v), (q, key, value), layouts))
 
 
 # -- nn.TransformerEncoderLayer's eval-mode fast path -------------------------------------------------------

@@ -65,7 +65,7 @@ def add_sub(machine: Machine, func, args, kwargs):
     return _result(machine, result, out.dtype, out.shape)
 
 
-@implements("mul", "div")
+@implements("mul")  # div: division.py (true division through mul_div)
 def mul_div(machine: Machine, func, args, kwargs):
     """``self * other``, ``self / other`` (true division only). A scalar ``other`` enters the FP32
     step as an FP32 value, not rounded to the tensor's format first (torch CPU's reduced-float

@@ -145,7 +145,7 @@ class EmulationMode(TorchDispatchMode):
             why = f" ({reason})" if reason else ""
             raise NotEmulatedError(
                 f"{func} is not emulated{why}; emulate(strict=False) runs it natively in torch and counts it in "
-                "mode.fallbacks")
+                "mode.fallbacks; docs/torch-ops.md lists the ops emulated (python -m softfloat16.torch ops)")
         self.fallbacks[str(func)] += 1
         return result if not involved else func(*args, **kwargs)
 

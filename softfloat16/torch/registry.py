@@ -55,19 +55,34 @@ def _packet(name: str):
 
 def implements(*names: str, inplace: bool = True) -> Callable[[Implementation], Implementation]:
     """Register a function for the aten ops ``names`` (and, with ``inplace``, their ``name_``
-    in-place forms, which compute the functional op and copy the result into ``self``)."""
+    in-place forms, which compute the functional op and copy the result into ``self``). An op
+    has one implementation: registering a second one raises ``RuntimeError`` naming both."""
 
     def register(function: Implementation) -> Implementation:
+        entries = []
         for name in names:
             packet = _packet(name)
             if packet is not None:
-                IMPLEMENTATIONS[packet] = function
+                entries.append((packet, function))
             in_place = _packet(name + "_") if inplace else None
             if in_place is not None:
-                IMPLEMENTATIONS[in_place] = _in_place(name, function)
+                entries.append((in_place, _in_place(name, function)))
+        for index, (packet, _) in enumerate(entries):
+            earlier = IMPLEMENTATIONS.get(packet) or next((f for p, f in entries[:index] if p is packet), None)
+            if earlier is not None:
+                raise RuntimeError(
+                    f"aten.{packet.__name__} is implemented twice: by {_where(earlier)} and by {_where(function)}; "
+                    "an op has one implementation (remove one registration)")
+        IMPLEMENTATIONS.update(entries)
         return function
 
     return register
+
+
+def _where(implementation: Implementation) -> str:
+    """module.function of an implementation (the functional op's, for an in-place wrapper)."""
+    function = getattr(implementation, "__wrapped__", implementation)
+    return f"{function.__module__}.{function.__qualname__}"
 
 
 def _in_place(name: str, function: Implementation) -> Implementation:
@@ -87,6 +102,7 @@ def _in_place(name: str, function: Implementation) -> Implementation:
         return target
 
     compute_in_place.__name__ = f"{function.__name__}_in_place"
+    compute_in_place.__wrapped__ = function
     return compute_in_place
 
 
