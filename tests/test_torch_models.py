@@ -18,15 +18,9 @@ import softfloat16.torch as sft  # noqa: E402
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 VOCAB, HIDDEN, SEQ, BATCH = 64, 32, 8, 2
 
-# case -> the aten ops (any of them) that stop the case today, being added to the mode elsewhere: the
-# case is an expected failure naming one of them; once it runs, the test asks for its entry's removal.
-KNOWN_MISSING: dict[str, set[str]] = {
-    "llama": {"aten.cos", "aten.sin"},  # rotary embeddings
-    "mixtral-eager": {"aten.cos", "aten.sin"},
-    "mixtral-grouped_mm": {"aten.cos", "aten.sin", "aten.histc", "aten.cumsum", "aten._grouped_mm"},
-    "lstm": {"aten.unsafe_split", "aten.mkldnn_rnn_layer", "aten.mkldnn_rnn_layer_backward"},
-    "gru": {"aten.unsafe_split"},
-}
+# case -> the aten ops (any of them) that stop the case (none today: every case runs strictly). A case
+# listed is an expected failure naming one of them; once it runs, the test asks for its entry's removal.
+KNOWN_MISSING: dict[str, set[str]] = {}
 
 
 def _tokens(generator):
