@@ -83,13 +83,12 @@ def test_narrow_accumulators(shape):
                 assert_same(got, want, f"{shape} {fmt.name} x {b_format.name} into {accumulate.name}")
 
 
-# Each accumulation format with every mode (FP16), or nearest even and one directed mode; the
-# pairwise order with a few of them.
+# FP16 accumulation in every mode; each other accumulation format in one mode; the pairwise order
+# with two of them (each spec is a compiled kernel: the list is kept short).
 ROUNDED_STEPS = ([(sf.fp16, r, "sequential") for r in ("rne", "rna", "rtz", "rup", "rdn", "rod")]
-                 + [(acc, r, "sequential") for acc in (sf.bf16, sf.tf32, sf.fp8_e5m2) for r in ("rne", "rdn")]
+                 + [(sf.bf16, "rne", "sequential"), (sf.tf32, "rdn", "sequential"), (sf.fp8_e5m2, "rup", "sequential")]
                  + [(sf.fp32, "rna", "sequential"), (sf.fp32, "rod", "sequential")]
-                 + [(sf.fp16, "rne", "pairwise"), (sf.fp16, "rup", "pairwise"), (sf.bf16, "rtz", "pairwise"),
-                    (sf.fp32, "rna", "pairwise")])
+                 + [(sf.fp16, "rup", "pairwise"), (sf.fp32, "rna", "pairwise")])
 
 
 def finite_patterns(rng, fmt, shape):

@@ -30,6 +30,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .core import RDN, RNE, RTZ, RUP
 from .twosum import PLAIN, rounded_sum
 
 ROWS = 4  # rows of a tile: four accumulator rows share each loaded vector of B
@@ -54,8 +55,7 @@ def fma(typingctx, x, y, c):
     return x(x, y, c), codegen
 
 
-# Rounding-mode codes (core.RNE ...) of the modes binary arithmetic has in hardware.
-RNE, RTZ, RUP, RDN = 0, 2, 3, 4
+# The rounding modes binary arithmetic has in hardware (core's codes).
 MODES = (RNE, RTZ, RUP, RDN)
 X86 = binding.get_process_triple().startswith("x86_64")
 # x86's MXCSR: every exception masked, no FTZ, no DAZ, and the rounding-control field per mode.

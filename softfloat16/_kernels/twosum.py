@@ -22,7 +22,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-RNE, RNA, RTZ, RUP, RDN, ROD = 0, 1, 2, 3, 4, 5  # core's rounding codes
+from .core import RDN, RNA, RNE, ROD, RTZ, RUP
+
 MODES = (RNE, RNA, RTZ, RUP, RDN, ROD)
 PLAIN = (-1, 24, 1, 0x7F7FFFFF)  # the spec of the host's own sum (round to nearest even into binary32)
 INF32, SIGN32, MAGNITUDE32 = 0x7F800000, 0x80000000, 0x7FFFFFFF
