@@ -142,44 +142,48 @@ def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accum
     - FP32 accumulation rounded as RNE, RTZ, RUP or RDN: the sequential order is one FMA per step;
       the pairwise order one multiplication, then each + one addition, where every product is a
       binary32 value;
-    - every other deterministic mode and accumulation format of at most 22 bits within binary32's
-      range (FP16, BF16, TF32, E5M2; FP32 with RNA or ROD), both orders, finite operands whose
-      products are binary32 values: each + the host's sum and its exact error (TwoSum), rounded
-      into the accumulation format in integers (_kernels.twosum).
+    - everything else (every deterministic mode, accumulation formats of at most 24 bits within
+      binary32's range: FP32, FP16, BF16, TF32, E5M2), both orders, finite operands: each + the
+      host's sum and its exact error (TwoSum), rounded into the accumulation format in integers
+      (_kernels.twosum) — in binary32 where every product is a binary32 value and the format has
+      at most 22 bits (or is FP32 with RNA or ROD), else in binary64, where every product of
+      binary32 values is exact.
 
     FP32 bits (the accumulated values) with every NaN the default one; None where none applies or
     a thread's floating-point environment could not be set (hosts other than x86: only round to
     nearest even, when it is the default)."""
-    if not (_embeds(fmt, fp32) and _embeds(b_format, fp32)):
-        return None
-    host_rounds = mode in hardware.MODES and accumulate is fp32
-    spec = twosum.PLAIN if host_rounds else _twosum_spec(accumulate, mode)
-    if spec is None:
+    if not (_embeds(fmt, fp32) and _embeds(b_format, fp32) and _embeds(accumulate, fp32)):
         return None
     parallel = parallel_gemm(a.shape[0], a.shape[1], b.shape[1])
     a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
-    if not host_rounds and not all(twosum.finite(x.view(np.uint32)) for x in (a32, b32)):
-        return None
+    host_rounds = mode in hardware.MODES and accumulate is fp32
     if order == "sequential" and host_rounds:
         result = hardware.gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
-    elif not _products_in_binary32(a32, b32, fmt, b_format):
-        return None
-    elif order == "sequential":
-        result = hardware.gemm(a32, b32, parallel=parallel, spec=spec)
-    else:
-        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, mode=mode if host_rounds else hardware.RNE,
-                                        nan=fp32.default_nan, spec=spec)
-    return None if result is None else np.ascontiguousarray(result).view(np.uint32)
+        return None if result is None else np.ascontiguousarray(result).view(np.uint32)
+    in_binary32 = _products_in_binary32(a32, b32, fmt, b_format)
+    if order == "pairwise" and host_rounds and in_binary32:
+        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
+        return None if result is None else np.ascontiguousarray(result).view(np.uint32)
+    if not all(twosum.finite(x.view(np.uint32)) for x in (a32, b32)):
+        return None  # (the exact kernels: NaN and infinite operands)
+    spec = _twosum_spec(accumulate, mode, False) if in_binary32 else None
+    if spec is None:  # binary64 sums: every product of binary32 values is exact there
+        spec = _twosum_spec(accumulate, mode, True)
+        a32, b32 = a32.astype(np.float64), b32.astype(np.float64)
+    run = hardware.gemm if order == "sequential" else hardware.pairwise_gemm
+    nan = fp32.default_nan if a32.dtype == np.float32 else None  # binary64's quiet NaN converts to FP32's
+    result = run(a32, b32, parallel=parallel, nan=nan, spec=spec)
+    return None if result is None else np.ascontiguousarray(result.astype(np.float32)).view(np.uint32)
 
 
 @functools.cache
-def _twosum_spec(accumulate: Format, mode: int) -> tuple | None:
-    """The _kernels.twosum kernel's rounding of each step into ``accumulate``, or None where it has none."""
-    narrow = accumulate.precision <= 22 and accumulate.ieee_like and _embeds(accumulate, fp32)
-    if not (narrow or (accumulate is fp32 and mode in (Rounding.RNA, Rounding.ROD))):
+def _twosum_spec(accumulate: Format, mode: int, wide: bool) -> tuple | None:
+    """The _kernels.twosum rounding of each + into ``accumulate`` for sums in binary32 (None where
+    it has none) or binary64."""
+    if not wide and not (accumulate.precision <= 22 or mode in (Rounding.RNA, Rounding.ROD)):
         return None
-    largest = np.asarray(convert(np.array([accumulate.max_finite], accumulate.dtype), src=accumulate, dst=fp32))
-    return twosum.spec_of(int(mode), accumulate.precision, accumulate.emin, int(largest.reshape(-1)[0]))
+    largest = float(np.asarray(accumulate.to_float(np.array([accumulate.max_finite], accumulate.dtype)))[0])
+    return twosum.spec_of(int(mode), accumulate.precision, accumulate.emin, largest, wide)
 
 
 def _matrix(x, fmt: Format, name: str) -> np.ndarray:

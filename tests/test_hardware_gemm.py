@@ -84,11 +84,12 @@ def test_narrow_accumulators(shape):
 
 
 # FP16 accumulation in every mode; each other accumulation format in one mode; the pairwise order
-# with two of them (each spec is a compiled kernel: the list is kept short).
+# with three of them, the default policy's FP32 included (each spec is a compiled kernel, binary32 and
+# binary64: the list is kept short).
 ROUNDED_STEPS = ([(sf.fp16, r, "sequential") for r in ("rne", "rna", "rtz", "rup", "rdn", "rod")]
                  + [(sf.bf16, "rne", "sequential"), (sf.tf32, "rdn", "sequential"), (sf.fp8_e5m2, "rup", "sequential")]
                  + [(sf.fp32, "rna", "sequential"), (sf.fp32, "rod", "sequential")]
-                 + [(sf.fp16, "rup", "pairwise"), (sf.fp32, "rna", "pairwise")])
+                 + [(sf.fp16, "rup", "pairwise"), (sf.fp32, "rna", "pairwise"), (sf.fp32, "rne", "pairwise")])
 
 
 def finite_patterns(rng, fmt, shape):
@@ -106,7 +107,8 @@ def test_sums_rounded_into_any_accumulator_in_every_mode(accumulate, rounding, o
     itself is what ran."""
     for m, k, n in ((5, 13, 67), (4, 300, 33), (1, 1, 3)):
         rng = np.random.default_rng([m, k, n, int(sf.Rounding[rounding.upper()]), accumulate.width])
-        for fmt, b_format in ((sf.fp16, sf.fp16), (sf.bf16, sf.bf16), (sf.fp8_e4m3fn, sf.fp8_e5m2)):
+        for fmt, b_format in ((sf.fp16, sf.fp16), (sf.bf16, sf.bf16), (sf.fp8_e4m3fn, sf.fp8_e5m2),
+                              (sf.fp32, sf.fp32)):
             scale = 2.0 ** rng.integers(-14, 4, (m, k))
             cases = {"moderate": (fmt.from_float(rng.standard_normal((m, k)) * scale),
                                   b_format.from_float(rng.standard_normal((k, n)))),
@@ -117,14 +119,16 @@ def test_sums_rounded_into_any_accumulator_in_every_mode(accumulate, rounding, o
                 got = linalg.matmul(x, y, fmt, b_format=b_format, accumulate=accumulate, out_format=sf.fp32,
                                     rounding=rounding, order=order)
                 assert_same(got, want, label)
+                # The kernel itself: binary32 sums where every product is a binary32 value, else binary64.
                 x32, y32 = linalg._binary32(x, fmt), linalg._binary32(y, b_format)
-                if linalg._products_in_binary32(x32, y32, fmt, b_format):
-                    spec = linalg._twosum_spec(accumulate, int(sf.Rounding[rounding.upper()]))
-                    run = hardware.gemm if order == "sequential" else hardware.pairwise_gemm
-                    direct = np.ascontiguousarray(run(x32, y32, spec=spec)).view(np.uint32)
-                    assert_same(direct, want, label + " (the kernel)")
-                else:
-                    assert fmt is sf.bf16 and kind == "finite", label  # products out of binary32's range
+                mode = int(sf.Rounding[rounding.upper()])
+                spec = linalg._twosum_spec(accumulate, mode, False)
+                if spec is None or not linalg._products_in_binary32(x32, y32, fmt, b_format):
+                    assert kind == "finite" or fmt is sf.fp32 or spec is None, label
+                    spec, x32, y32 = linalg._twosum_spec(accumulate, mode, True), x32.astype(float), y32.astype(float)
+                run = hardware.gemm if order == "sequential" else hardware.pairwise_gemm
+                direct = np.asarray(run(x32, y32, spec=spec), np.float32).view(np.uint32)
+                assert_same(direct, want, label + " (the kernel)")
 
 
 def test_numpy_float32_k_loop():

@@ -18,6 +18,7 @@ whose products are binary32 values (the caller checks). An overflow of ``s`` its
 exponent field) and rounds as the mode rounds an overflow; so is an infinite accumulator, which
 stays infinite where the mode took it there; opposite infinities give a NaN.
 """
+import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
@@ -40,39 +41,52 @@ def _overflow_value(mode: int, negative, builder, max_bits, inf):
     return builder.select(negative, inf, max_bits)  # RDN
 
 
-def _round_narrow(builder, so, mode, precision, emin_field, max_bits):
-    """Round the binary32 pattern ``so`` (a round-to-odd value, or infinity) into a format of
-    ``precision`` bits whose smallest normal binary32 exponent field is ``emin_field`` and whose
-    largest finite value has the binary32 pattern ``max_bits``: integer steps on the magnitude
-    (the encoding's order is the values' order, so a carry into the exponent is right)."""
-    smallest_bits = (emin_field - precision + 1) << 23 if emin_field - precision + 1 > 0 else (
-        1 << (emin_field + 23 - precision))  # the target's smallest subnormal, 2**(emin - precision + 1)
-    i32 = ir.IntType(32)
+class _Bits:
+    """The integer layout of the host's float a sum is computed in: binary32 or binary64."""
 
-    def c(value):
-        return ir.Constant(i32, value)
+    def __init__(self, wide: bool) -> None:
+        self.width = 64 if wide else 32
+        self.fraction = 52 if wide else 23
+        self.type = ir.IntType(self.width)
+        self.sign = 1 << (self.width - 1)
+        self.magnitude = self.sign - 1
+        self.inf = (0x7FF << 52) if wide else INF32
+        self.float = ir.DoubleType() if wide else ir.FloatType()
 
-    sign = builder.and_(so, c(SIGN32))
+    def c(self, value: int):
+        return ir.Constant(self.type, value)
+
+
+def _round_narrow(builder, so, mode, precision, emin_field, max_bits, bits: _Bits):
+    """Round the pattern ``so`` of the host's float (``bits``: binary32 or binary64; a round-to-odd
+    value, or infinity) into a format of ``precision`` bits whose smallest normal exponent is the
+    host float's field ``emin_field`` and whose largest finite value has the host pattern
+    ``max_bits``: integer steps on the magnitude (the encoding's order is the values' order, so a
+    carry into the exponent is right)."""
+    fraction, c = bits.fraction, bits.c
+    smallest_bits = (emin_field - precision + 1) << fraction if emin_field - precision + 1 > 0 else (
+        1 << (emin_field + fraction - precision))  # the target's smallest subnormal, 2**(emin - precision + 1)
+    sign = builder.and_(so, c(bits.sign))
     negative = builder.icmp_unsigned("!=", sign, c(0))
-    mag = builder.and_(so, c(MAGNITUDE32))
-    field = builder.lshr(mag, c(23))
+    mag = builder.and_(so, c(bits.magnitude))
+    field = builder.lshr(mag, c(fraction))
     field = builder.select(builder.icmp_unsigned("<", field, c(1)), c(1), field)  # subnormal: field 1's scale
     below = builder.icmp_unsigned("<", field, c(emin_field))
     extra = builder.select(below, builder.sub(c(emin_field), field), c(0))  # the target's subnormals
-    drop = builder.add(c(24 - precision), extra)
-    # At most 23 bits go: below that the value is under one unit of the target (handled as tiny).
-    tiny = builder.icmp_unsigned(">", drop, c(23))
+    drop = builder.add(c(fraction + 1 - precision), extra)
+    # At most every fraction bit goes: below that the value is under one unit of the target (tiny).
+    tiny = builder.icmp_unsigned(">", drop, c(fraction))
     nonzero = builder.icmp_unsigned("!=", mag, c(0))
-    tie_or_more = builder.icmp_unsigned("==", drop, c(24))  # the value in [unit / 2, unit)
-    drop = builder.select(tiny, c(23), drop)
+    tie_or_more = builder.icmp_unsigned("==", drop, c(fraction + 1))  # the value in [unit / 2, unit)
+    drop = builder.select(tiny, c(fraction), drop)
     unit = builder.shl(c(1), drop)
     mask = builder.sub(unit, c(1))
-    keep = builder.xor(mask, c(0xFFFFFFFF))
-    # The last kept bit of the significand (the implicit bit when all 23 fraction bits go).
-    odd = builder.and_(builder.lshr(builder.or_(mag, c(0x800000)), drop), c(1))
+    keep = builder.xor(mask, c(-1))
+    # The last kept bit of the significand (the implicit bit when every fraction bit goes).
+    odd = builder.and_(builder.lshr(builder.or_(mag, c(1 << fraction)), drop), c(1))
     if mode == RNE:
         r = builder.and_(builder.add(mag, builder.add(builder.lshr(mask, c(1)), odd)), keep)
-        up = builder.and_(tie_or_more, builder.icmp_unsigned("!=", builder.and_(mag, c(0x7FFFFF)), c(0)))
+        up = builder.and_(tie_or_more, builder.icmp_unsigned("!=", builder.and_(mag, c((1 << fraction) - 1)), c(0)))
     elif mode == RNA:
         r = builder.and_(builder.add(mag, builder.lshr(unit, c(1))), keep)
         up = tie_or_more
@@ -93,7 +107,7 @@ def _round_narrow(builder, so, mode, precision, emin_field, max_bits):
     # Under one unit of the target's smallest subnormal: zero or that subnormal.
     r = builder.select(tiny, builder.select(up, c(smallest_bits), c(0)), r)
     over = builder.icmp_unsigned(">", r, c(max_bits))
-    r = builder.select(over, _overflow_value(mode, negative, builder, c(max_bits), c(INF32)), r)
+    r = builder.select(over, _overflow_value(mode, negative, builder, c(max_bits), c(bits.inf)), r)
     return builder.or_(sign, r)
 
 
@@ -128,16 +142,19 @@ def _round_binary32(builder, sb, eb, inexact, toward, mode):
 
 @intrinsic
 def rounded_sum(typingctx, x, y, mode, precision, emin_field, max_bits):
-    """``x + y`` (binary32) rounded by ``mode`` into a format of ``precision`` bits, smallest normal
-    binary32 exponent field ``emin_field``, largest finite binary32 pattern ``max_bits``: the
-    integers of a spec (spec_of, or PLAIN: the host's sum alone), compile-time constants (a
-    kernel's closure variables). The host must round to nearest even."""
+    """``x + y`` (two binary32 or two binary64 values) rounded by ``mode`` into a format of
+    ``precision`` bits, smallest normal exponent field ``emin_field`` and largest finite pattern
+    ``max_bits`` (both in the layout of x's float): the integers of a spec (spec_of, or PLAIN: the
+    host's sum alone), compile-time constants (a kernel's closure variables). The host must round
+    to nearest even."""
     spec = (mode, precision, emin_field, max_bits)
     if not (isinstance(x, types.Float) and x == y and all(isinstance(t, types.IntegerLiteral) for t in spec)):
         return None
     mode, precision, emin_field, max_bits = (t.literal_value for t in spec)
-    if mode >= 0 and x != types.float32:
-        return None  # (PLAIN also takes binary64: the host's sum)
+    bits = _Bits(x == types.float64)
+    binary32_itself = precision == 24 and bits.width == 32  # (_round_binary32: RNA, ROD)
+    if mode >= 0 and precision > bits.fraction - 1 and not binary32_itself:
+        return None  # round to odd keeps 2 bits more than the target
 
     def codegen(context, builder, signature, args):
         x_, y_ = args[:2]
@@ -147,26 +164,32 @@ def rounded_sum(typingctx, x, y, mode, precision, emin_field, max_bits):
         # TwoSum: err = (x - (s - (s - x))) + (y - (s - x)), exact (no fast-math flags: IEEE steps)
         back = builder.fsub(s_, x_)
         err_ = builder.fadd(builder.fsub(x_, builder.fsub(s_, back)), builder.fsub(y_, back))
-        i32 = ir.IntType(32)
-        sb, eb = builder.bitcast(s_, i32), builder.bitcast(err_, i32)
-        inexact = builder.fcmp_unordered("!=", err_, ir.Constant(ir.FloatType(), 0.0))  # NaN: inexact
+        sb, eb = builder.bitcast(s_, bits.type), builder.bitcast(err_, bits.type)
+        inexact = builder.fcmp_unordered("!=", err_, ir.Constant(bits.float, 0.0))  # NaN: inexact
         # s lies toward zero of the exact sum where err has s's sign.
-        toward = builder.icmp_signed(">=", builder.xor(eb, sb), ir.Constant(i32, 0))
-        if precision == 24:
+        toward = builder.icmp_signed(">=", builder.xor(eb, sb), bits.c(0))
+        if binary32_itself:
             out = _round_binary32(builder, sb, eb, inexact, toward, mode)
         else:
-            truncated = builder.select(toward, sb, builder.sub(sb, ir.Constant(i32, 1)))
-            so = builder.select(inexact, builder.or_(truncated, ir.Constant(i32, 1)), sb)
-            out = _round_narrow(builder, so, mode, precision, emin_field, max_bits)
+            truncated = builder.select(toward, sb, builder.sub(sb, bits.c(1)))
+            so = builder.select(inexact, builder.or_(truncated, bits.c(1)), sb)
+            if bits.width == 64 and (mode, precision, emin_field) == (RNE, 24, 1023 - 126):
+                # Into binary32 to nearest even: the host's own conversion (the host rounds so).
+                # (A binary64 sum of binary32 terms is infinite only from an infinite term: kept.)
+                narrow = builder.fptrunc(builder.bitcast(so, bits.float), ir.FloatType())
+                infinite = builder.icmp_unsigned("==", builder.and_(sb, bits.c(bits.magnitude)), bits.c(bits.inf))
+                out = builder.select(infinite, sb, builder.bitcast(builder.fpext(narrow, bits.float), bits.type))
+            else:
+                out = _round_narrow(builder, so, mode, precision, emin_field, max_bits, bits)
             if mode == RDN:
                 # An exact zero sum toward negative is -0 unless both terms are +0 (the host gave +0).
-                zero = builder.fcmp_ordered("==", s_, ir.Constant(ir.FloatType(), 0.0))
-                signs = builder.and_(builder.or_(builder.bitcast(x_, i32), builder.bitcast(y_, i32)),
-                                     ir.Constant(i32, SIGN32))
+                zero = builder.fcmp_ordered("==", s_, ir.Constant(bits.float, 0.0))
+                signs = builder.and_(builder.or_(builder.bitcast(x_, bits.type), builder.bitcast(y_, bits.type)),
+                                     bits.c(bits.sign))
                 out = builder.select(zero, signs, out)
         # Opposite infinities (partial sums of the pairwise order) give the host's NaN.
         out = builder.select(builder.fcmp_unordered("uno", s_, s_), sb, out)
-        return builder.bitcast(out, ir.FloatType())
+        return builder.bitcast(out, bits.float)
 
     return x(x, y, *spec), codegen
 
@@ -180,9 +203,14 @@ def finite(bits):
     return True
 
 
-def spec_of(mode: int, precision: int, emin: int, max_bits: int) -> tuple:
+def spec_of(mode: int, precision: int, emin: int, max_value: float, wide: bool = False) -> tuple:
     """The spec of rounding ``mode`` into a format of ``precision`` bits, smallest normal exponent
-    ``emin``, largest finite value of binary32 pattern ``max_bits`` (rounded_sum's constants)."""
-    if mode not in MODES or precision > 22 and (precision != 24 or mode not in (RNA, ROD)):
-        raise ValueError(f"no exact rounding of a binary32 sum to {precision} bits in mode {mode} here")
-    return (int(mode), int(precision), int(emin) + 127, int(max_bits))
+    ``emin`` and largest finite value ``max_value`` (rounded_sum's constants), for sums in binary32
+    or (``wide``) binary64: a format of at most 22 bits, or binary32 itself with RNA or ROD; wide,
+    any format of at most 51 bits (binary32 included, in every mode)."""
+    limit = 51 if wide else 22
+    if mode not in MODES or precision > limit and (wide or precision != 24 or mode not in (RNA, ROD)):
+        raise ValueError(f"no exact rounding of a binary{64 if wide else 32} sum to {precision} bits in mode {mode}")
+    if wide:
+        return (int(mode), int(precision), int(emin) + 1023, int(np.float64(max_value).view(np.int64)))
+    return (int(mode), int(precision), int(emin) + 127, int(np.float32(max_value).view(np.int32)))
