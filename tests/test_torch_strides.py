@@ -99,6 +99,40 @@ def test_flash_attention_batch_norm_and_group_norm_results_have_torchs_strides()
     assert [t.stride() for t in got] == [t.stride() for t in want] and got[0].stride() == x.stride()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_convolution_and_pooling_results_keep_torchs_memory_format(dtype):
+    """Convolutions 1-d to 3-d and poolings, contiguous or channels-last input or weight: the output
+    and the gradients of input, weight and bias laid out as torch CPU lays them out (3-d in float16:
+    contiguous, as its kernel writes them)."""
+    generator = torch.Generator().manual_seed(3)
+    compared = 0
+    for dims, conv in ((1, torch.nn.Conv1d), (2, torch.nn.Conv2d), (3, torch.nn.Conv3d)):
+        memory = {2: torch.channels_last, 3: torch.channels_last_3d}.get(dims)
+        for where in ("input", "weight", None):
+            if memory is None and where is not None:
+                continue
+            layer = conv(4, 6, 3, padding=1).to(dtype)
+            x = torch.randn((2, 4) + (5,) * dims, generator=generator).to(dtype)
+            if where == "input":
+                x = x.contiguous(memory_format=memory)
+            elif where == "weight":
+                layer = layer.to(memory_format=memory)
+            x.requires_grad_()
+            functions = [layer] + ([lambda t: F.max_pool2d(t, 2), lambda t: F.avg_pool2d(t, 2),
+                                    lambda t: F.adaptive_max_pool2d(t, 3)] if dims == 2 else [])
+            for function in functions:
+                runs = []
+                for emulated in (False, True):
+                    with sft.emulate() if emulated else contextlib.nullcontext():
+                        y = function(x)
+                        grads = torch.autograd.grad(y.float().sum(), [x] + list(layer.parameters())
+                                                    if function is layer else [x])
+                    runs.append([t.stride() for t in (y, *grads)])
+                assert runs[1] == runs[0], (dims, where, function)
+                compared += 1
+    assert compared == 16
+
+
 def test_from_bits_lays_row_major_values_out_with_the_strides_asked():
     patterns = torch.arange(6, dtype=torch.int16).numpy().view("uint16")
     plain = from_bits(patterns, torch.float16, (2, 3))

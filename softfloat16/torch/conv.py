@@ -34,7 +34,7 @@ from .machine import Machine
 from .operands import meta_call
 from .reductions import row_sums
 from .registry import NotEmulated, aten_arg, implements
-from .tensors import DTYPE_FORMATS, bits, from_bits
+from .tensors import DTYPE_FORMATS, bits, from_bits, laid_out
 
 __all__ = ["Geometry", "convolution", "convolution_backward", "forward32", "input_gradient32", "per_dim",
            "weight_gradient32"]
@@ -205,6 +205,28 @@ def _conv_args(func, args, kwargs):
     return [aten_arg(args, kwargs, i, name) for i, name in enumerate(names)]
 
 
+def _channels_last(out, dtype: torch.dtype):
+    """The channels-last memory format torch CPU's kernels keep for this result (measured, torch 2.13
+    on x86: 2-d convolutions; 3-d ones except in float16, whose 3-d kernel is not oneDNN's), or None."""
+    if out.dim() == 4:
+        return torch.channels_last
+    return torch.channels_last_3d if out.dim() == 5 and dtype != torch.float16 else None
+
+
+def _output_layout(out, x: torch.Tensor, w: torch.Tensor):
+    """The forward result's layout: channels-last when the input or the weight is and the kernel
+    keeps it (:func:`_channels_last`), else contiguous (the meta result's own rule differs)."""
+    memory = _channels_last(out, x.dtype)
+    if memory is not None and any(t.is_contiguous(memory_format=memory) and not t.is_contiguous() for t in (x, w)):
+        return laid_out(out.shape, torch.empty(out.shape, device="meta", memory_format=memory).stride())
+    return out.shape
+
+
+def _gradient_layout(meta, dtype: torch.dtype):
+    """A gradient's layout: the meta result's where the kernel keeps channels-last, else contiguous."""
+    return laid_out(meta.shape, meta.stride()) if _channels_last(meta, dtype) is not None else meta.shape
+
+
 @implements("convolution", "_convolution", inplace=False)
 def convolution(machine, func, args, kwargs):
     """Forward convolution, regular or transposed, 1-d to 3-d: im2col (or col2im) around the
@@ -226,7 +248,7 @@ def convolution(machine, func, args, kwargs):
     else:
         acc = forward32(machine, bits(x), bits(w), dtype, geometry, tuple(out.shape[2:]))
     acc = _add_bias(machine, acc, bias, fmt)
-    return from_bits(machine.narrow(acc, fmt), dtype, out.shape)
+    return from_bits(machine.narrow(acc, fmt), dtype, _output_layout(out, x, w))
 
 
 @implements("convolution_backward", inplace=False)
@@ -256,15 +278,16 @@ def convolution_backward(machine, func, args, kwargs):
             grad = forward32(machine, dy_bits, w_bits, dtype, geometry, tuple(x.shape[2:]))
         else:
             grad = input_gradient32(machine, dy_bits, w_bits, dtype, geometry, tuple(x.shape[2:]))
-        results[0] = from_bits(machine.narrow(grad, fmt), dtype, outs[0].shape)
+        results[0] = from_bits(machine.narrow(grad, fmt), dtype, _gradient_layout(outs[0], dtype))
     if mask[1]:
         if transposed:  # input and gradient exchange roles
             grad = weight_gradient32(machine, x_bits, dy_bits, dtype, geometry, kernel)
         else:
             grad = weight_gradient32(machine, dy_bits, x_bits, dtype, geometry, kernel)
-        results[1] = from_bits(machine.narrow(grad, fmt), dtype, outs[1].shape)
+        results[1] = from_bits(machine.narrow(grad, fmt), dtype, _gradient_layout(outs[1], dtype))
     if mask[2]:
         rows = np.ascontiguousarray(_channels_last_rows(dy_bits).T)  # (C_out, N * prod(O))
-        results[2] = from_bits(machine.narrow(row_sums(machine, rows, fmt), fmt), dtype, outs[2].shape)
+        sums = machine.narrow(row_sums(machine, rows, fmt), fmt)
+        results[2] = from_bits(sums, dtype, _gradient_layout(outs[2], dtype))
     return tuple(results)
 

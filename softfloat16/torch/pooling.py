@@ -33,7 +33,7 @@ from .machine import FP32, Machine, scalar_bits
 from .operands import meta_call
 from .reductions import row_sums
 from .registry import NotEmulated, aten_arg, implements
-from .tensors import DTYPE_FORMATS, bits, from_bits
+from .tensors import DTYPE_FORMATS, bits, from_bits, laid_out, with_layout
 
 __all__ = ["Windows", "adaptive_windows", "fixed_windows"]
 
@@ -229,7 +229,14 @@ def _dims_of(op: str) -> int:
 
 
 def _result(patterns: np.ndarray, like, dtype: torch.dtype) -> torch.Tensor:
-    return from_bits(patterns, dtype, like.shape)
+    """The result's values (row-major) laid out as torch lays out ``like`` (the op's meta result:
+    channels-last stays channels-last)."""
+    return from_bits(patterns, dtype, laid_out(like.shape, like.stride()))
+
+
+def _indices(indices: np.ndarray, like) -> torch.Tensor:
+    """Max pooling's indices (row-major) laid out as ``like``."""
+    return with_layout(torch.from_numpy(indices.reshape(like.shape)), laid_out(like.shape, like.stride()))
 
 
 # -- max pooling ------------------------------------------------------------------------------------
@@ -250,7 +257,7 @@ def max_pool_with_indices(machine, func, args, kwargs):
     dilation = per_dim(aten_arg(args, kwargs, 4, "dilation", 1), dims, "dilation", op)
     windows = fixed_windows(tuple(x.shape[-dims:]), tuple(out.shape[-dims:]), kernel, stride, padding, dilation)
     values, indices = _select_max(machine, _planes(x, dims), windows, fmt, op)
-    return _result(values, out, x.dtype), torch.from_numpy(indices.reshape(out_indices.shape))
+    return _result(values, out, x.dtype), _indices(indices, out_indices)
 
 
 @implements("adaptive_max_pool2d", "adaptive_max_pool3d", inplace=False)
@@ -265,7 +272,7 @@ def adaptive_max_pool(machine, func, args, kwargs):
     dims = _dims_of(op)
     windows, _ = adaptive_windows(tuple(x.shape[-dims:]), tuple(out.shape[-dims:]))
     values, indices = _select_max(machine, _planes(x, dims), windows, fmt, op)
-    return _result(values, out, x.dtype), torch.from_numpy(indices.reshape(out_indices.shape))
+    return _result(values, out, x.dtype), _indices(indices, out_indices)
 
 
 @implements("max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward", "adaptive_max_pool2d_backward",
