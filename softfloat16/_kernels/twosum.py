@@ -19,13 +19,32 @@ exponent field) and rounds as the mode rounds an overflow; so is an infinite acc
 stays infinite where the mode took it there; opposite infinities give a NaN.
 """
 import numpy as np
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba import njit, types
+from numba.core import config
 from numba.extending import intrinsic
 
 from .core import RDN, RNA, RNE, ROD, RTZ, RUP
 
 MODES = (RNE, RNA, RTZ, RUP, RDN, ROD)
+
+
+def _host_half_conversion() -> bool:
+    """Whether the code Numba compiles here converts binary32 to binary16 in one instruction (x86's
+    F16C, AArch64's fcvt): compiled for this host's own CPU and features (Numba's cache is keyed on
+    them, so code compiled with it never runs elsewhere)."""
+    if config.CPU_NAME not in (None, "host") or config.CPU_FEATURES is not None:
+        return False
+    triple = binding.get_process_triple()
+    if triple.startswith("aarch64") or triple.startswith("arm64"):
+        return True
+    return triple.startswith("x86_64") and bool(binding.get_host_cpu_features().get("f16c", False))
+
+
+#: FP16 accumulators rounded to nearest even by the host's binary32 -> binary16 conversion (of the
+#: round-to-odd sum: the same bits as the integer steps).
+HALF_CONVERSION = _host_half_conversion()
+FP16_SPEC = (RNE, 11, 127 - 14, 0x477FE000)  # (mode, precision, emin_field, max_bits) of FP16, RNE
 PLAIN = (-1, 24, 1, 0x7F7FFFFF)  # the spec of the host's own sum (round to nearest even into binary32)
 INF32, SIGN32, MAGNITUDE32 = 0x7F800000, 0x80000000, 0x7FFFFFFF
 
@@ -173,7 +192,12 @@ def rounded_sum(typingctx, x, y, mode, precision, emin_field, max_bits):
         else:
             truncated = builder.select(toward, sb, builder.sub(sb, bits.c(1)))
             so = builder.select(inexact, builder.or_(truncated, bits.c(1)), sb)
-            if bits.width == 64 and (mode, precision, emin_field) == (RNE, 24, 1023 - 126):
+            if bits.width == 32 and HALF_CONVERSION and (mode, precision, emin_field, max_bits) == FP16_SPEC:
+                # Into FP16 to nearest even: the host's conversion (an infinite sum stays itself).
+                half = builder.fptrunc(builder.bitcast(so, bits.float), ir.HalfType())
+                infinite = builder.icmp_unsigned("==", builder.and_(sb, bits.c(bits.magnitude)), bits.c(bits.inf))
+                out = builder.select(infinite, sb, builder.bitcast(builder.fpext(half, bits.float), bits.type))
+            elif bits.width == 64 and (mode, precision, emin_field) == (RNE, 24, 1023 - 126):
                 # Into binary32 to nearest even: the host's own conversion (the host rounds so).
                 # (A binary64 sum of binary32 terms is infinite only from an infinite term: kept.)
                 narrow = builder.fptrunc(builder.bitcast(so, bits.float), ir.FloatType())
