@@ -338,6 +338,8 @@ def fill(machine, func, args, kwargs):
 
 @implements("masked_fill", "masked_fill_", inplace=False)
 def masked_fill(machine, func, args, kwargs):
+    """``self.masked_fill(mask, value)``: the value converted as torch converts a scalar (a tensor
+    value by the machine) and written where ``mask`` is set; the fill itself is native (it moves bits)."""
     result = func(*args, **kwargs)
     self, mask, value = args[0], args[1], aten_arg(args, kwargs, 2, "value")
     if not is_emulated(self.dtype):
@@ -403,4 +405,5 @@ def copy(machine, func, args, kwargs):
 
 @implements("copy_", inplace=False)
 def copy_(machine, func, args, kwargs):
+    """``self.copy_(src)``: as :func:`copy` (a ``src`` of another dtype converted by the machine)."""
     return copy(machine, func, args, kwargs)
