@@ -1,4 +1,4 @@
-"""The host's own fused multiply-add, where it is provably the model's arithmetic.
+"""The host's own fused multiply-add and sums, where they are provably the model's arithmetic.
 
 An IEEE 754 fused multiply-add ``fma(x, y, c)`` computes ``x * y + c`` exactly and rounds once. So a
 chain ``c = fma(a[t], b[t], c)`` over t in order is, bit for bit:
@@ -20,7 +20,9 @@ falls back to the exact integer kernels. NaN results carry the host's payload an
 kernels write the caller's NaN pattern instead.
 
 The GEMM (:func:`make_fma_gemm`) holds a tile of ``ROWS`` x ``COLS`` accumulators while streaming k,
-so each element's chain runs in k order: the same bits whatever the tiling and thread count.
+so each element's chain runs in k order: the same bits whatever the tiling and thread count. Under
+a spec of _kernels.twosum its step, and every + of the pairwise kernel, is instead the host's sum
+rounded into another accumulation format or mode (``twosum.rounded_sum``).
 """
 import functools
 
@@ -131,8 +133,8 @@ def make_fma_gemm(cols, parallel, mode=RNE, spec=PLAIN):
     """A compiled ``kernel(a, panels, c, has_c, out, probe, nan) -> bool``: out[i, j] = the chain
     acc = fma(a[i, t], b[t, j], acc) over t in order, from c[i, j] (+0 without ``has_c``), a NaN
     written as ``nan[0]`` (the caller's NaN). With a ``spec`` of _kernels.twosum (``mode`` RNE,
-    binary32 operands whose products are binary32 values): acc = rounded_sum(acc, a[i, t] * b[t, j]),
-    each step's exact sum rounded as the spec says.
+    finite operands whose products are values of their float): acc = rounded_sum(acc, a[i, t] *
+    b[t, j]), each step's exact sum rounded as the spec says.
 
     ``a`` (m, k), ``c`` and ``out`` (m, n): arrays of one float type, m a multiple of ROWS;
     ``panels`` (n // cols, k, cols): B cut into panels of ``cols`` columns (:func:`panels`). A tile

@@ -1,20 +1,25 @@
-"""Sums rounded into any accumulation format, on the host's binary32 arithmetic and integer steps.
+"""Sums rounded into any accumulation format, on the host's binary32 or binary64 arithmetic and
+integer steps.
 
-One step of a sum, ``acc + p`` rounded into an accumulation format, for binary32 values ``acc``
-and ``p``: the host adds them to nearest even, ``s``, and Knuth's TwoSum gives the exact error
-``err = (acc + p) - s`` (a binary32 value: the sum of two binary32 values never has a lost bit
-that is not one, unless it overflows). The exact sum ``s + err`` is then rounded in integers:
+One step of a sum, ``acc + p`` rounded into an accumulation format, for two values of the host's
+float (binary32, or binary64): the host adds them to nearest even, ``s``, and Knuth's TwoSum gives
+the exact error ``err = (acc + p) - s`` (a value of the same float: the sum of two floats never has
+a lost bit that is not one, unless it overflows). The exact sum ``s + err`` is then rounded in
+integers:
 
-- into a narrower format (``precision`` at most 22: FP16, BF16, TF32, E5M2): ``s`` is first made
-  the round-to-odd value of the exact sum (its bits truncated toward zero, the last bit set when
-  ``err`` is not zero), which keeps the sticky information; with 24 >= precision + 2 bits, rounding
-  that value once more, in any mode, gives the correctly rounded exact sum.
-- into binary32 itself: to nearest with ties away (``s`` moves one unit away from zero where
-  ``err`` is exactly half a unit toward it) and to odd (the truncation with its last bit set).
+- into a narrower format (``precision`` at most 22 in binary32 — FP16, BF16, TF32, E5M2 — or 51 in
+  binary64): ``s`` is first made the round-to-odd value of the exact sum (its bits truncated toward
+  zero, the last bit set when ``err`` is not zero), which keeps the sticky information; with at
+  least precision + 2 bits, rounding that value once more, in any mode, gives the correctly
+  rounded exact sum. Two of those roundings to nearest even are the host's own conversions
+  (binary64 to binary32; binary32 to binary16 where it has one instruction: HALF_CONVERSION).
+- into binary32 itself, from binary32: to nearest with ties away (``s`` moves one unit away from
+  zero where ``err`` is exactly half a unit toward it) and to odd (the truncation with its last bit
+  set).
 
 Both need round to nearest even from the host (the kernels of _kernels/hardware.py set and
 check it) and operands whose sums cannot overflow binary32 unnoticed: finite operands
-whose products are binary32 values (the caller checks). An overflow of ``s`` itself is seen (its
+whose products are values of the host's float (the caller checks). An overflow of ``s`` itself is seen (its
 exponent field) and rounds as the mode rounds an overflow; so is an infinite accumulator, which
 stays infinite where the mode took it there; opposite infinities give a NaN.
 """
@@ -46,7 +51,6 @@ def _host_half_conversion() -> bool:
 HALF_CONVERSION = _host_half_conversion()
 FP16_SPEC = (RNE, 11, 127 - 14, 0x477FE000)  # (mode, precision, emin_field, max_bits) of FP16, RNE
 PLAIN = (-1, 24, 1, 0x7F7FFFFF)  # the spec of the host's own sum (round to nearest even into binary32)
-INF32, SIGN32, MAGNITUDE32 = 0x7F800000, 0x80000000, 0x7FFFFFFF
 
 
 def _overflow_value(mode: int, negative, builder, max_bits, inf):
@@ -69,7 +73,8 @@ class _Bits:
         self.type = ir.IntType(self.width)
         self.sign = 1 << (self.width - 1)
         self.magnitude = self.sign - 1
-        self.inf = (0x7FF << 52) if wide else INF32
+        self.inf = (0x7FF << 52) if wide else (0xFF << 23)
+        self.largest = self.inf - 1  # the largest finite pattern
         self.float = ir.DoubleType() if wide else ir.FloatType()
 
     def c(self, value: int):
@@ -130,20 +135,35 @@ def _round_narrow(builder, so, mode, precision, emin_field, max_bits, bits: _Bit
     return builder.or_(sign, r)
 
 
+def _truncated_odd(builder, sb, toward, bits: _Bits):
+    """The pattern ``sb`` truncated toward zero of the exact sum (one unit down where ``s`` lies
+    away from it) with its last bit set: the round-to-odd value of an inexact sum."""
+    truncated = builder.select(toward, sb, builder.sub(sb, bits.c(1)))
+    return builder.or_(truncated, bits.c(1))
+
+
+def _host_conversion(bits: _Bits, mode, precision, emin_field, max_bits):
+    """The narrower float the host converts into to nearest even in one instruction, for this
+    rounding: binary32 from binary64, binary16 from binary32 (HALF_CONVERSION); else None."""
+    if mode != RNE:
+        return None
+    if bits.width == 64 and (precision, emin_field) == (24, 1023 - 126):
+        return ir.FloatType()
+    if bits.width == 32 and HALF_CONVERSION and (mode, precision, emin_field, max_bits) == FP16_SPEC:
+        return ir.HalfType()
+    return None
+
+
 def _round_binary32(builder, sb, eb, inexact, toward, mode):
     """The exact sum s + err rounded into binary32 with ties away (RNA) or to odd (ROD), from
     s = RNE(sum) (pattern ``sb``), err's pattern ``eb``, and whether s lies toward zero of the sum."""
-    i32 = ir.IntType(32)
-
-    def c(value):
-        return ir.Constant(i32, value)
-
-    mag = builder.and_(sb, c(MAGNITUDE32))
-    overflowed = builder.icmp_unsigned(">=", mag, c(INF32))
+    bits = _Bits(False)
+    c = bits.c
+    mag = builder.and_(sb, c(bits.magnitude))
+    overflowed = builder.icmp_unsigned(">=", mag, c(bits.inf))
     if mode == ROD:
-        truncated = builder.select(toward, sb, builder.sub(sb, c(1)))
-        odd = builder.select(inexact, builder.or_(truncated, c(1)), sb)
-        return builder.select(overflowed, builder.or_(builder.and_(sb, c(SIGN32)), c(0x7F7FFFFF)), odd)
+        odd = builder.select(inexact, _truncated_odd(builder, sb, toward, bits), sb)
+        return builder.select(overflowed, builder.or_(builder.and_(sb, c(bits.sign)), c(bits.largest)), odd)
     # RNA: a tie (|err| is half a unit of s, s toward zero of the sum) goes one unit away. Half a
     # unit of s's binade is 2**(field - 151): pattern (field - 24) << 23, or 1 << (field - 2) below
     # the normal range (a field under 2 has no ties: such sums are exact).
@@ -154,7 +174,7 @@ def _round_binary32(builder, sb, eb, inexact, toward, mode):
     tiny_half = builder.shl(c(1), builder.select(small, builder.sub(field, c(2)), c(0)))
     half = builder.select(small, tiny_half, normal_half)
     tie = builder.and_(builder.and_(inexact, toward),
-                       builder.icmp_unsigned("==", builder.and_(eb, c(MAGNITUDE32)), half))
+                       builder.icmp_unsigned("==", builder.and_(eb, c(bits.magnitude)), half))
     tie = builder.and_(tie, builder.not_(overflowed))
     return builder.select(tie, builder.add(sb, c(1)), sb)
 
@@ -190,19 +210,14 @@ def rounded_sum(typingctx, x, y, mode, precision, emin_field, max_bits):
         if binary32_itself:
             out = _round_binary32(builder, sb, eb, inexact, toward, mode)
         else:
-            truncated = builder.select(toward, sb, builder.sub(sb, bits.c(1)))
-            so = builder.select(inexact, builder.or_(truncated, bits.c(1)), sb)
-            if bits.width == 32 and HALF_CONVERSION and (mode, precision, emin_field, max_bits) == FP16_SPEC:
-                # Into FP16 to nearest even: the host's conversion (an infinite sum stays itself).
-                half = builder.fptrunc(builder.bitcast(so, bits.float), ir.HalfType())
+            so = builder.select(inexact, _truncated_odd(builder, sb, toward, bits), sb)
+            narrower = _host_conversion(bits, mode, precision, emin_field, max_bits)
+            if narrower is not None:
+                # The host's conversion of the round-to-odd value. An infinite sum stays itself: a
+                # sum of these terms overflows only from an infinite term, or beyond the target's range.
+                converted = builder.fpext(builder.fptrunc(builder.bitcast(so, bits.float), narrower), bits.float)
                 infinite = builder.icmp_unsigned("==", builder.and_(sb, bits.c(bits.magnitude)), bits.c(bits.inf))
-                out = builder.select(infinite, sb, builder.bitcast(builder.fpext(half, bits.float), bits.type))
-            elif bits.width == 64 and (mode, precision, emin_field) == (RNE, 24, 1023 - 126):
-                # Into binary32 to nearest even: the host's own conversion (the host rounds so).
-                # (A binary64 sum of binary32 terms is infinite only from an infinite term: kept.)
-                narrow = builder.fptrunc(builder.bitcast(so, bits.float), ir.FloatType())
-                infinite = builder.icmp_unsigned("==", builder.and_(sb, bits.c(bits.magnitude)), bits.c(bits.inf))
-                out = builder.select(infinite, sb, builder.bitcast(builder.fpext(narrow, bits.float), bits.type))
+                out = builder.select(infinite, sb, builder.bitcast(converted, bits.type))
             else:
                 out = _round_narrow(builder, so, mode, precision, emin_field, max_bits, bits)
             if mode == RDN:
