@@ -38,7 +38,6 @@ from .tensors import DTYPE_FORMATS, bits
 __all__ = ["RECIPES", "OpRoles", "Recipe", "products", "recipe"]
 
 FP32 = sf.fp32
-_SHORT = {"e4m3": "fp8_e4m3fn", "e5m2": "fp8_e5m2", "e2m3": "fp6_e2m3", "e3m2": "fp6_e3m2", "e2m1": "fp4_e2m1"}
 _MX = {"fp8_e4m3fn": "mxfp8_e4m3", "fp8_e5m2": "mxfp8_e5m2", "fp6_e2m3": "mxfp6_e2m3", "fp6_e3m2": "mxfp6_e3m2",
        "fp4_e2m1": "mxfp4_e2m1"}
 # The operand dtypes a recipe quantises (read exactly by the quantisers).
@@ -95,7 +94,10 @@ class Recipe:
 
 
 def _short(fmt: str) -> str:
-    return next(short for short, name in _SHORT.items() if name == fmt)
+    """The short name a recipe spells an element format by (e4m3 ...; a format alias) from its full
+    name (fp8_e4m3fn ...)."""
+    names = {name for kind in RECIPES.values() for name in (kind.forward, *kind.grads)}
+    return next(short for short in sorted(names) if sf.format(short).name == fmt)
 
 
 def recipe(gemm: str | None, tensor_core, *, scale_rule: str | None = None, grad_format: str | None = None,
@@ -126,7 +128,7 @@ def recipe(gemm: str | None, tensor_core, *, scale_rule: str | None = None, grad
         example = '"b200" (Blackwell)' if kind.block else '"h100"'
         raise ValueError(f"tensor_core: gemm={gemm!r} runs on a GPU's matrix unit: name one, e.g. tensor_core="
                          f"{example}, or an instruction preset of softfloat16.mma")
-    forward, grad = _SHORT[kind.forward], _SHORT[grad]
+    forward, grad = sf.format(kind.forward).name, sf.format(grad).name  # (the registry's aliases)
     pairs = {(forward, forward), (grad, forward), (forward, grad)}
     instructions = {pair: _instruction(gemm, kind, tensor_core, *pair) for pair in sorted(pairs)}
     return Recipe(gemm, forward, grad, rule, grad_rounding, instructions)
