@@ -2,9 +2,8 @@
 configs with random weights (no downloads) and torch.nn layers, in FP16 and BF16, one forward, one
 backward and one optimizer step each, every aten op emulated or native by design.
 
-A case stopped by an op that is known to be missing (``KNOWN_MISSING``) is an expected failure
-naming that op; once the op is emulated the case passes and the test asks for its entry to be
-removed. GPT-2's logits are compared with native torch CPU's bit for bit.
+Every case runs strictly: an op the mode lacks fails its case, naming the op. GPT-2's logits are
+compared with native torch CPU's bit for bit.
 """
 from __future__ import annotations
 
@@ -17,11 +16,6 @@ import softfloat16.torch as sft  # noqa: E402
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 VOCAB, HIDDEN, SEQ, BATCH = 64, 32, 8, 2
-
-# case -> the aten ops (any of them) that stop the case (none today: every case runs strictly). A case
-# listed is an expected failure naming one of them; once it runs, the test asks for its entry's removal.
-KNOWN_MISSING: dict[str, set[str]] = {}
-
 
 def _tokens(generator):
     return torch.randint(1, VOCAB, (BATCH, SEQ), generator=generator)
@@ -123,11 +117,6 @@ def _optimizer(kind, parameters):
     return torch.optim.SGD(parameters, lr=0.1, momentum=0.9, foreach=False)
 
 
-def _stopping_op(error: Exception) -> str:
-    """'aten.cos' from "aten.cos.default is not emulated; ..."."""
-    return str(error).split(" ", 1)[0].rsplit(".", 1)[0]
-
-
 def _train_step(case, dtype):
     """(model, loss, parameters, their values before the step, mode) after one strict step."""
     builder, kind = CASES[case]
@@ -147,14 +136,8 @@ def _train_step(case, dtype):
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
 @pytest.mark.parametrize("case", list(CASES))
 def test_train_step_strict(case, dtype_name):
-    dtype, known = DTYPES[dtype_name], KNOWN_MISSING.get(case, set())
-    try:
-        loss, parameters, before, mode = _train_step(case, dtype)
-    except sft.NotEmulatedError as error:
-        if _stopping_op(error) in known:
-            pytest.xfail(f"{_stopping_op(error)} is not emulated yet")
-        raise
-    assert not known, f"{case} {dtype_name} now runs strictly: remove its KNOWN_MISSING entry"
+    dtype = DTYPES[dtype_name]
+    loss, parameters, before, mode = _train_step(case, dtype)  # NotEmulatedError names a missing op
     assert mode.fallbacks == {}
     assert loss.dtype in (dtype, torch.float32)  # transformers' losses upcast the logits to float32
     assert torch.isfinite(loss), loss
