@@ -133,6 +133,22 @@ def test_sums_rounded_into_any_accumulator_in_every_mode(accumulate, rounding, o
                 assert_same(direct, want, label + " (the kernel)")
 
 
+def test_pairwise_fp32_single_products_are_rounded_once():
+    """FP32 inputs, FP32 accumulation, pairwise order: a + of two partial sums is the host's binary64
+    sum converted to binary32 (two roundings to nearest even that equal one), but a + with a single
+    product must round the exact sum once. 1 + 2**-23 plus the product 2**-24 - 2**-70 lies just
+    below the binary32 midpoint 1 + 2**-23 + 2**-24: binary64 would round it onto the midpoint, whose
+    tie goes to the even 1 + 2**-22; rounded once it is 1 + 2**-23 (0x3f800001). The product meets a
+    single product (k = 2), a partial sum (k = 3: the newest added last) and a block's tree (k = 16)."""
+    one_up, small = 1 + 2.0**-23, 2.0**-12
+    for k, where in ((2, (0, 1)), (3, (0, 2)), (16, (0, 1)), (16 + 3, (16, 18))):
+        a, b = np.zeros((5, k), np.float32), np.zeros((k, 3), np.float32)
+        a[:, where[0]], b[where[0], :] = one_up, 1.0
+        a[:, where[1]], b[where[1], :] = small * one_up, small * (1 - 2.0**-23)
+        got = linalg.matmul(a.view(np.uint32), b.view(np.uint32), sf.fp32, order="pairwise")
+        assert (got == 0x3F800001).all(), (k, where, hex(int(got[0, 0])))
+
+
 def test_numpy_float32_k_loop():
     """FP16 products are exact in binary32: numpy's own float32 additions, one per step from +0, are
     the order's definition (an oracle that shares nothing with the kernels)."""

@@ -33,7 +33,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .core import RDN, RNE, RTZ, RUP
-from .twosum import PLAIN, rounded_sum
+from .twosum import BINARY32_IN_BINARY64, PLAIN, rounded_sum
 
 ROWS = 4  # rows of a tile: four accumulator rows share each loaded vector of B
 # Columns of a tile by float type: 64 binary32 (four AVX-512 vectors), 32 binary64. Measured on
@@ -222,21 +222,29 @@ def make_pairwise_gemm(cols, parallel, mode=RNE, spec=PLAIN):
     product is then one multiplication, and each + rounds the exact sum of its operands once, as
     the order says. Operands as for make_fma_gemm (binary32); the tree's shape depends on k
     alone, so every lane of a tile takes the same steps. ``mode``: as for make_fma_gemm; with a
-    ``spec`` of _kernels.twosum (``mode`` RNE, finite operands) each + is rounded_sum's."""
+    ``spec`` of _kernels.twosum (``mode`` RNE, finite operands) each + is rounded_sum's, except
+    under twosum.BINARY32_IN_BINARY64 a + of two partial sums (binary32 values already): the
+    host's binary64 sum converted to binary32, the same rounding (that spec's comment)."""
     rows = prange if parallel else range
     control = MXCSR[mode]
     rounding, precision, emin_field, max_bits = spec  # compile-time constants (closure variables)
+    rounded_twice = spec == BINARY32_IN_BINARY64
 
     @njit(cache=True, parallel=parallel, error_model="numpy")
     def kernel(a, panels, out, probe, nan):
         def add(x, y):
             return rounded_sum(x, y, rounding, precision, emin_field, max_bits)
 
+        def merge(x, y):  # a + of two partial sums (values of the accumulation format)
+            if rounded_twice:
+                return np.float64(np.float32(x + y))
+            return add(x, y)
+
         def tree8(x, panel, t, o, w):  # the balanced tree of x[o + u] * panel[t + o + u, w], u < 8
-            return add(add(add(x[o] * panel[t + o, w], x[o + 1] * panel[t + o + 1, w]),
-                           add(x[o + 2] * panel[t + o + 2, w], x[o + 3] * panel[t + o + 3, w])),
-                       add(add(x[o + 4] * panel[t + o + 4, w], x[o + 5] * panel[t + o + 5, w]),
-                           add(x[o + 6] * panel[t + o + 6, w], x[o + 7] * panel[t + o + 7, w])))
+            return merge(merge(add(x[o] * panel[t + o, w], x[o + 1] * panel[t + o + 1, w]),
+                               add(x[o + 2] * panel[t + o + 2, w], x[o + 3] * panel[t + o + 3, w])),
+                         merge(add(x[o + 4] * panel[t + o + 4, w], x[o + 5] * panel[t + o + 5, w]),
+                               add(x[o + 6] * panel[t + o + 6, w], x[o + 7] * panel[t + o + 7, w])))
 
         k = a.shape[1]
         tiles = a.shape[0] // ROWS
@@ -258,7 +266,7 @@ def make_pairwise_gemm(cols, parallel, mode=RNE, spec=PLAIN):
                         for r in range(ROWS):
                             x = a[i0 + r, t:t + BLOCK]
                             for w in range(cols):
-                                p[r, w] = add(tree8(x, panel, t, 0, w), tree8(x, panel, t, 8, w))
+                                p[r, w] = merge(tree8(x, panel, t, 0, w), tree8(x, panel, t, 8, w))
                         size = BLOCK
                     elif t < k - k % BLOCK:
                         continue  # inside a block, summed above
@@ -270,9 +278,10 @@ def make_pairwise_gemm(cols, parallel, mode=RNE, spec=PLAIN):
                         size = 1
                     while depth > 0 and sizes[depth - 1] == size:
                         depth -= 1
-                        for r in range(ROWS):
+                        for r in range(ROWS):  # two single products are not partial sums yet
                             for w in range(cols):
-                                p[r, w] = add(stack[r, depth, w], p[r, w])
+                                p[r, w] = (add(stack[r, depth, w], p[r, w]) if size == 1 else
+                                           merge(stack[r, depth, w], p[r, w]))
                         size *= 2
                     for r in range(ROWS):
                         for w in range(cols):
@@ -286,11 +295,14 @@ def make_pairwise_gemm(cols, parallel, mode=RNE, spec=PLAIN):
                     for r in range(ROWS):
                         for w in range(cols):  # k == 1: +0 + the product; else the newest partial sum
                             p[r, w] = add(a.dtype.type(0), stack[r, depth, w]) if k == 1 else stack[r, depth, w]
+                    raw = sizes[depth] == 1  # the newest may be a single product (only it)
                     while depth > 0:
                         depth -= 1
                         for r in range(ROWS):
                             for w in range(cols):
-                                p[r, w] = add(stack[r, depth, w], p[r, w])
+                                older = stack[r, depth, w]
+                                p[r, w] = add(older, p[r, w]) if raw else merge(older, p[r, w])
+                        raw = False
                 for r in range(ROWS):
                     for w in range(cols):
                         out[i0 + r, q * cols + w] = _stored(p[r, w], nan[0])
