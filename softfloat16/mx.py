@@ -28,12 +28,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from ._kernels import blockscale, core
+from ._kernels import blockscale, core, hardware, hardware_blocks
 from . import mma
 from .formats import FORMATS, Format, as_bits, format as parse_format
 from .ops import binary
 from .rounding import Rounding, parse_rounding
 from .stochastic import check_sr_bits, random_words, randomness
+from .threads import parallel_gemm
 
 __all__ = ["FORMATS_MX", "SCALE_RULES", "MXTensor", "quantize", "dequantize", "matmul"]
 
@@ -463,10 +464,13 @@ def matmul(a: MXTensor, b: MXTensor, preset: str | None = None, *, split_k: int 
     sig, exp, cls, lowest = _element_table(a.element_format)
     b_sig, b_exp, b_cls, b_lowest = _element_table(b.element_format)
     scale_sig, scale_exp, scale_nan = _scale_table(a.scale_format)
-    b_elements = np.ascontiguousarray(b.elements.T)
-    b_scales = np.ascontiguousarray(b.scales.T)
     apply_tensor_scale = a.tensor_scale is not None
     factor = _fp32(_fp32_value(a.tensor_scale) * _fp32_value(b.tensor_scale)) if apply_tensor_scale else 0
+    out = _matmul_on_host(a, b, factor if apply_tensor_scale else None)
+    if out is not None:
+        return out
+    b_elements = np.ascontiguousarray(b.elements.T)
+    b_scales = np.ascontiguousarray(b.scales.T)
     out = np.empty((a.shape[0], b.shape[1]), np.uint32)
     blockscale.block_scaled_matmul(
         sig[a.elements], exp[a.elements], cls[a.elements], b_sig[b_elements], b_exp[b_elements], b_cls[b_elements],
@@ -474,6 +478,56 @@ def matmul(a: MXTensor, b: MXTensor, preset: str | None = None, *, split_k: int 
         scale_sig[b_scales], scale_exp[b_scales], scale_nan[b_scales],
         a.block_size, lowest + b_lowest, apply_tensor_scale, factor, out)
     return out
+
+
+@functools.cache
+def _host_table(fmt: Format | str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per pattern of an element or scale format: its value (binary64, exact), whether it is
+    finite, and for nonzero values the exponent of its lowest significand bit and its bit length."""
+    sig, exp, cls, lowest = _element_table(fmt)
+    value = np.ldexp(sig.astype(np.float64), (exp + lowest).astype(np.int32))
+    length = np.array([abs(int(g)).bit_length() for g in sig])
+    return value, (cls == core.FINITE) | (cls == core.ZERO), exp + lowest, np.where(cls == core.FINITE, length, 0)
+
+
+def _host_values(codes: np.ndarray, fmt: Format | str) -> tuple[np.ndarray, tuple[int, int], int] | None:
+    """The values of ``codes`` (binary64), the (lowest, top) exponents of the nonzero ones (every one
+    a multiple of 2**lowest, below 2**top; (0, 0) for none) and their longest significand; None
+    where one is not finite."""
+    value, finite, low, length = _host_table(fmt)
+    present = np.bincount(np.asarray(codes, np.int64).ravel(), minlength=value.size)[:value.size] > 0
+    if not finite[present].all():
+        return None
+    nonzero = present & (length > 0)
+    if not nonzero.any():
+        return value[codes], (0, 0), 0
+    return value[codes], (int(low[nonzero].min()), int((low + length)[nonzero].max())), int(length[nonzero].max())
+
+
+def _matmul_on_host(a: MXTensor, b: MXTensor, factor: int | None) -> np.ndarray | None:
+    """The exact product (matmul's definition) on the host's binary64 and binary32 arithmetic
+    (_kernels.hardware_blocks), where every element and scale is finite and every block's sum times
+    its scales is exact in binary64; None elsewhere, or where the host's floating-point
+    environment could not be set."""
+    found = [_host_values(q.elements, q.element_format) for q in (a, b)]
+    found += [_host_values(q.scales, q.scale_format) for q in (a, b)]
+    if any(f is None for f in found):
+        return None
+    (av, a_range, _), (bv, b_range, _), (a_scales, _, a_bits), (b_scales, _, b_bits) = found
+    if not hardware_blocks.exact_in_binary64(a_range, b_range, a.block_size, a_bits + b_bits):
+        return None
+    m, n, cols = a.shape[0], b.shape[1], hardware_blocks.COLS
+    parallel = parallel_gemm(m, a.shape[1], n)
+    av, a_scales = hardware.padded(av, hardware.ROWS, 1), hardware.padded(a_scales, hardware.ROWS, 1)
+    panels, scale_panels = hardware.panels(bv, cols, parallel), hardware.panels(b_scales, cols, parallel)
+    out = np.empty((av.shape[0], panels.shape[0] * cols), np.float32)
+    scale = np.uint32(0 if factor is None else factor).view(np.float32)
+    nan = np.array([blockscale.FP32_NAN_BITS], np.uint32).view(np.float32)
+    kernel = hardware_blocks.make_block_scaled_gemm(parallel)
+    if not kernel(av, a_scales, panels, scale_panels, a.block_size, scale, factor is not None, out, hardware.PROBE,
+                  nan):
+        return None
+    return np.ascontiguousarray(out[:m, :n]).view(np.uint32)
 
 
 def _matmul_instruction(a: MXTensor, b: MXTensor, name: str, split_k: int, promote_every: int | None) -> np.ndarray:
