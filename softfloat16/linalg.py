@@ -17,9 +17,10 @@ import functools
 import numpy as np
 
 from ._kernels import matmul as kernels
-from ._kernels import hardware, matmul_lanes, twosum
+from ._kernels import hardware, matmul_lanes
 from ._kernels.loops import FAST_MAX_FRACTION_BITS
-from . import mma, threads
+from . import mma
+from .host_gemm import _binary32, _embeds, _hardware, _products_in_binary32, _twosum_spec  # noqa: F401
 from .formats import Format, bf16, fp16, fp32
 from .formats import format as parse_format
 from .ops import as_bits, convert
@@ -62,12 +63,6 @@ def _exact_in(fmt: Format, accumulate: Format) -> bool:
         fmt.exponent_bits <= accumulate.exponent_bits)
 
 
-def _embeds(small: Format, large: Format) -> bool:
-    """Whether every value of ``small`` (inf and NaN included) is a value of IEEE ``large``."""
-    return (large.ieee_like and small.fraction_bits <= large.fraction_bits and small.emax <= large.emax
-            and small.min_subnormal_exponent >= large.min_subnormal_exponent)
-
-
 def _common_format(a: Format, b: Format) -> Format | None:
     """A 16-bit format holding both ``a`` and ``b`` exactly (E4M3 and E5M2 in FP16), or None."""
     for common in (fp16, bf16):
@@ -95,95 +90,6 @@ def _matmul_instruction(a, b, fmt: Format, b_format: Format, accumulate: Format,
     if out_format is acc:
         return bits
     return np.asarray(convert(bits, src=acc, dst=out_format, rounding=rounding))
-
-
-@functools.cache
-def _binary32_table(fmt: Format) -> np.ndarray:
-    """The binary32 value of every pattern of a format of at most 16 bits (exact: sf.convert)."""
-    codes = np.arange(1 << fmt.width, dtype=np.uint32).astype(fmt.dtype)
-    return np.asarray(convert(codes, src=fmt, dst=fp32), np.uint32).view(np.float32)
-
-
-def _binary32(bits: np.ndarray, fmt: Format) -> np.ndarray:
-    """Patterns of a format whose values are all binary32 values, as float32 (a table lookup)."""
-    if fmt is fp32:
-        return np.asarray(bits, np.uint32).view(np.float32)
-    bits = np.ascontiguousarray(bits)
-    if bits.size < threads.PARALLEL_MIN_ELEMENTS:  # waking Numba's threads costs more (1-2 ms when loaded)
-        return _binary32_table(fmt)[bits]
-    out = np.empty(bits.shape, np.float32)
-    hardware.gather(bits.ravel(), _binary32_table(fmt), out.ravel())
-    return out
-
-
-def _products_in_binary32(a32: np.ndarray, b32: np.ndarray, fmt: Format, b_format: Format) -> bool:
-    """Whether every product of these operands is a binary32 value: significands of at most 24 bits
-    together, every product's lowest bit at least 2**-149 and its value below 2**128. From the
-    formats' ranges, else from the operands' own binary32 exponent fields fa, fb: fa + fb >= 128
-    puts a product's lowest bit at or above 2**(128 - 254 - 22) (at most 22 fraction bits
-    together), fa + fb <= 380 keeps it below 2**128 (integer work, no host rounding)."""
-    if fmt.precision + b_format.precision > 24:
-        return False
-    if (fmt.emax + b_format.emax + 2 <= 128 and
-            fmt.min_subnormal_exponent + b_format.min_subnormal_exponent >= -149):
-        return True  # every product's lowest bit is at least 2**-149, and below 2**128
-    (low_a, high_a), (low_b, high_b) = (hardware.exponent_range(np.ascontiguousarray(x).view(np.uint32))
-                                        for x in (a32, b32))
-    if high_a < 0 or high_b < 0:
-        return True  # zeros, infinities and NaN only on one side: IEEE rules, nothing to round
-    return low_a + low_b - 254 >= -126 and high_a + high_b - 254 + 2 <= 128  # (fields; a subnormal's is 0)
-
-
-def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accumulate: Format, order: str,
-              mode: int) -> np.ndarray | None:
-    """The sequential or pairwise order on the host's arithmetic where it provably gives the model's
-    bits (_kernels.hardware, _kernels.twosum), for operands whose values are all binary32 values:
-
-    - FP32 accumulation rounded as RNE, RTZ, RUP or RDN: the sequential order is one FMA per step;
-      the pairwise order one multiplication, then each + one addition, where every product is a
-      binary32 value;
-    - everything else (every deterministic mode, accumulation formats of at most 24 bits within
-      binary32's range: FP32, FP16, BF16, TF32, E5M2), both orders, finite operands: each + the
-      host's sum and its exact error (TwoSum), rounded into the accumulation format in integers
-      (_kernels.twosum) — in binary32 where every product is a binary32 value and the format has
-      at most 22 bits (or is FP32 with RNA or ROD), else in binary64, where every product of
-      binary32 values is exact.
-
-    FP32 bits (the accumulated values) with every NaN the default one; None where none applies or
-    a thread's floating-point environment could not be set (hosts other than x86: only round to
-    nearest even, when it is the default)."""
-    if not (_embeds(fmt, fp32) and _embeds(b_format, fp32) and _embeds(accumulate, fp32)):
-        return None
-    parallel = parallel_gemm(a.shape[0], a.shape[1], b.shape[1])
-    a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
-    host_rounds = mode in hardware.MODES and accumulate is fp32
-    if order == "sequential" and host_rounds:
-        result = hardware.gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
-        return None if result is None else np.ascontiguousarray(result).view(np.uint32)
-    in_binary32 = _products_in_binary32(a32, b32, fmt, b_format)
-    if order == "pairwise" and host_rounds and in_binary32:
-        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan)
-        return None if result is None else np.ascontiguousarray(result).view(np.uint32)
-    if not all(twosum.finite(x.view(np.uint32)) for x in (a32, b32)):
-        return None  # (the exact kernels: NaN and infinite operands)
-    spec = _twosum_spec(accumulate, mode, False) if in_binary32 else None
-    if spec is None:  # binary64 sums: every product of binary32 values is exact there
-        spec = _twosum_spec(accumulate, mode, True)
-        a32, b32 = a32.astype(np.float64), b32.astype(np.float64)
-    run = hardware.gemm if order == "sequential" else hardware.pairwise_gemm
-    nan = fp32.default_nan if a32.dtype == np.float32 else None  # binary64's quiet NaN converts to FP32's
-    result = run(a32, b32, parallel=parallel, nan=nan, spec=spec)
-    return None if result is None else np.ascontiguousarray(result.astype(np.float32)).view(np.uint32)
-
-
-@functools.cache
-def _twosum_spec(accumulate: Format, mode: int, wide: bool) -> tuple | None:
-    """The _kernels.twosum rounding of each + into ``accumulate`` for sums in binary32 (None where
-    it has none) or binary64."""
-    if not wide and not (accumulate.precision <= 22 or mode in (Rounding.RNA, Rounding.ROD)):
-        return None
-    largest = float(np.asarray(accumulate.to_float(np.array([accumulate.max_finite], accumulate.dtype)))[0])
-    return twosum.spec_of(int(mode), accumulate.precision, accumulate.emin, largest, wide)
 
 
 def _matrix(x, fmt: Format, name: str) -> np.ndarray:

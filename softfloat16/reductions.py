@@ -61,6 +61,7 @@ import numpy as np
 
 from ._kernels import reduce as kernels
 from ._kernels.loops import FAST_MAX_FRACTION_BITS
+from . import host_gemm
 from .formats import Format, fp32
 from .formats import format as parse_format
 from .ops import as_bits, convert
@@ -270,6 +271,15 @@ def sum(  # noqa: A001 - sf.linalg.sum, as the API names it
     k = int(np.prod([bits.shape[d] for d in axes], dtype=np.int64))
     fast = _holds(fmt, accumulate)
     kernel = _kernel_name(order, fast, m, k)
+    if order in ("sequential", "pairwise"):  # the host's arithmetic where it gives these bits
+        leading = axes == tuple(range(len(axes)))  # (k, m) without a copy: a column per sum
+        layout = _layout(bits, axes, "sequential_lanes" if leading else order)
+        totals = host_gemm.sums(layout, fmt, accumulate, order, mode, leading) if (
+            m >= host_gemm.SUM_MIN_RESULTS) else None
+        if totals is not None:
+            if out_format is not fp32:
+                totals = np.asarray(convert(totals, src=fp32, dst=out_format, rounding=rounding))
+            return _finish(totals, out_format, shape)
     terms = _carrier(_layout(bits, axes, kernel), fmt, accumulate, fast)
     return _finish(_reduce(terms, kernel, _spec(fast, accumulate, out_format, mode, block), m, k), out_format, shape)
 

@@ -352,6 +352,41 @@ def panels(b: np.ndarray, cols: int, parallel: bool = False) -> np.ndarray:
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
+def _pack_rows(x, table, out):
+    """out[p, t, w] = table[x[p * cols + w, t]], zero past x's last row (threads over panels)."""
+    m, k, cols = x.shape[0], x.shape[1], out.shape[2]
+    for p in prange(out.shape[0]):
+        for w in range(cols):
+            j = p * cols + w
+            for t in range(k):
+                out[p, t, w] = table[x[j, t]] if j < m else 0
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _pack_row_values(x, out):
+    """out[p, t, w] = x[p * cols + w, t], zero past x's last row (threads over panels)."""
+    m, k, cols = x.shape[0], x.shape[1], out.shape[2]
+    for p in prange(out.shape[0]):
+        for w in range(cols):
+            j = p * cols + w
+            for t in range(k):
+                out[p, t, w] = x[j, t] if j < m else 0
+
+
+def row_panels(x: np.ndarray, table: np.ndarray | None, cols: int) -> np.ndarray:
+    """The panels (:func:`panels`) of the (k, m) matrix x.T, from x (m, k) itself in one pass (no
+    transposed copy first): its patterns' values by ``table`` (float32, indexed by pattern), or
+    x's own float32 values (``table`` None)."""
+    x = np.ascontiguousarray(x)
+    out = np.empty((-(-x.shape[0] // cols), x.shape[1], cols), np.float32)
+    if table is None:
+        _pack_row_values(x, out)
+    else:
+        _pack_rows(x, table, out)
+    return out
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
 def gather(codes, table, out):
     """out[i] = table[codes[i]] over flat arrays (threads over chunks): patterns widened exactly
     by a table of their values."""
@@ -367,35 +402,37 @@ def _nan(dtype, nan: int | None) -> np.ndarray:
 
 
 def pairwise_gemm(a: np.ndarray, b: np.ndarray, parallel: bool = False, mode: int = RNE,
-                  nan: int | None = None, spec: tuple = PLAIN) -> np.ndarray | None:
+                  nan: int | None = None, spec: tuple = PLAIN, b_columns: int = 0) -> np.ndarray | None:
     """The pairwise order's sums of the products a[i, t] * b[t, j] (float32 arrays whose products
     are all binary32 values) on the host's binary32 arithmetic, every + rounded as ``mode`` says
     (or, with a ``spec`` of _kernels.twosum, as it says: finite operands), every NaN the pattern
-    ``nan``; None where a thread's environment could not be made so (make_fma_gemm)."""
-    m, n = a.shape[0], b.shape[1]
+    ``nan``; None where a thread's environment could not be made so (make_fma_gemm). ``b`` may
+    come packed already (:func:`panels`, :func:`row_panels`), its ``b_columns`` columns given."""
+    m, n = a.shape[0], b.shape[1] if b.ndim == 2 else b_columns
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
-    if not make_pairwise_gemm(cols, parallel, mode, spec)(ap, panels(b, cols, parallel), out, PROBE,
-                                                          _nan(a.dtype, nan)):
+    packed = panels(b, cols, parallel) if b.ndim == 2 else b
+    if not make_pairwise_gemm(cols, parallel, mode, spec)(ap, packed, out, PROBE, _nan(a.dtype, nan)):
         return None
     return out[:m, :n]
 
 
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, parallel: bool = False,
-         mode: int = RNE, nan: int | None = None, spec: tuple = PLAIN) -> np.ndarray | None:
+         mode: int = RNE, nan: int | None = None, spec: tuple = PLAIN, b_columns: int = 0) -> np.ndarray | None:
     """The chain of fused multiply-adds ``c = a[i, t] * b[t, j] + c`` over t in order for every
     (i, j), from ``c`` (+0 when None), on the host's FMA rounding as ``mode`` says, every NaN the
     pattern ``nan`` (default: the format's quiet NaN): float32 or float64 arrays of one dtype.
     With a ``spec`` of _kernels.twosum (float32, finite, products that are binary32 values):
     ``c = rounded_sum(c, a[i, t] * b[t, j])``, each step rounded as the spec says. None where a
-    thread's environment could not be made so."""
-    m, n = a.shape[0], b.shape[1]
+    thread's environment could not be made so. ``b`` may come packed already, as for
+    :func:`pairwise_gemm`."""
+    m, n = a.shape[0], b.shape[1] if b.ndim == 2 else b_columns
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
     cp = out if c is None else padded(c, ROWS, cols)  # (not read without c)
-    if not make_fma_gemm(cols, parallel, mode, spec)(ap, panels(b, cols, parallel), cp, c is not None, out, PROBE,
-                                                     _nan(a.dtype, nan)):
+    packed = panels(b, cols, parallel) if b.ndim == 2 else b
+    if not make_fma_gemm(cols, parallel, mode, spec)(ap, packed, cp, c is not None, out, PROBE, _nan(a.dtype, nan)):
         return None
     return out[:m, :n]
