@@ -9,11 +9,13 @@ loss, forward and backward. The BF16 run is ``emulate()`` without a recipe (ever
 FP32 accumulation); each recipe run is ``emulate(gemm=..., tensor_core=...)`` on the same model
 and tokens (the MX and NVFP4 recipes on Blackwell, "b200"; the FP8 ones on Hopper, "h100"). Per
 recipe: the relative error of the logits and of all parameter gradients together against the BF16
-run, ||recipe - bf16||_2 / ||bf16||_2 (in float64), and the share of elements bit-identical to it.
+run, ||recipe - bf16||_2 / ||bf16||_2 (in float64), and the share of elements bit-identical to it;
+then the machine line (processor, torch, threads) and the time of the runs.
 """
 from __future__ import annotations
 
 import argparse
+import platform
 import time
 
 import numpy as np
@@ -52,6 +54,18 @@ def run(model, tokens, options: dict):
     return out.logits.detach(), grads, seconds, sum(mode.fallbacks.values())
 
 
+def machine() -> str:
+    """The processor, Python, torch and torch's thread count: the line under the table."""
+    processor = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            processor = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return (f"{processor}, Python {platform.python_version()}, torch {torch.__version__} "
+            f"({torch.backends.cpu.get_cpu_capability()}), {torch.get_num_threads()} threads")
+
+
 def compare(x: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
     """(relative L2 error in float64, share of bit-identical elements)."""
     a, b = x.double(), reference.double()
@@ -85,6 +99,9 @@ def main() -> None:
         for label, core, le, ls, ge, gs, seconds, native in rows:
             print(f"{label:30s} {core:6s} logits {le:.2e} ({ls:.1%} identical)  gradients {ge:.2e} "
                   f"({gs:.1%} identical)  {seconds:.1f} s  {native} native")
+    seconds = [row[6] for row in rows]
+    print(f"\nMachine: {machine()}. Forward and backward: {min(seconds):.1f} to {max(seconds):.1f} s per run, "
+          f"{sum(seconds):.0f} s in all, Numba's kernels compiled (the first run on a machine compiles them: minutes).")
     assert np.isfinite([row[2] for row in rows]).all()
 
 

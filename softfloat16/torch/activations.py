@@ -478,3 +478,30 @@ def pow_(machine, func, args, kwargs):
         y = scalar_bits(value, FP32, machine.nan)
         steps = lambda x: pow32(machine, x, y)  # noqa: E731
     return _compute(machine, func, args, kwargs, [(0, "self")], steps)
+
+
+@implements("logit_backward", inplace=False)
+def logit_backward(machine, func, args, kwargs):
+    """``lo <= x <= hi ? g / (x * (1 - x)) : outside``, each operation rounded into the tensor's
+    format (FP16, BF16: torch's ``Vectorized<Half/BFloat16>``; FP32 steps), as torch CPU's
+    vectorised loop computes it: ``eps`` (a double, converted to the format as torch converts a
+    scalar) gives ``lo = eps``, ``hi = 1 - eps`` (rounded) and ``outside = 0``; no ``eps`` (or one
+    below 0 in the format) gives ``lo = 0``, ``hi = 1`` and the profile's NaN outside."""
+    _no_out(func, kwargs)
+    out = elementwise_result(func, args[:2], {})
+    if not is_emulated(out.dtype):
+        return _native(func, args, kwargs)
+    if out.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise NotEmulated(f"{func} of {out.dtype} (torch CPU has no such kernel)")
+    fmt, step = DTYPE_FORMATS[out.dtype], machine.step
+    g, x = (np.broadcast_to(operand_bits(machine, t, out.dtype), out.shape) for t in args[:2])
+    eps = aten_arg(args, kwargs, 2, "eps")
+    one, zero = fmt.dtype(fmt.one), fmt.dtype(0)
+    lo = scalar_bits(-1.0 if eps is None else eps, fmt, machine.nan)
+    if fmt.lt(lo, zero):
+        lo, hi, outside = zero, one, fmt.sub(fmt.dtype(fmt.inf), fmt.dtype(fmt.inf), **step)  # kNanVec: the invalid NaN
+    else:
+        hi, outside = fmt.sub(one, lo, **step), zero
+    inside = np.asarray(fmt.le(lo, x)) & np.asarray(fmt.le(x, hi))
+    value = fmt.div(g, fmt.mul(x, fmt.sub(one, x, **step), **step), **step)
+    return from_bits(np.where(inside, value, outside).astype(fmt.dtype), out.dtype, out.shape)
