@@ -150,3 +150,19 @@ def sums(terms: np.ndarray, fmt: Format, accumulate: Format, order: str, mode: i
                                      hardware.COLS[np.dtype(np.float32)])
     result = _host_gemm(np.ones((1, k), np.float32), packed, accumulate, order, mode, lambda: True, m)
     return None if result is None else result[0]
+
+
+def dots(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accumulate: Format, order: str,
+         mode: int) -> np.ndarray | None:
+    """FP32 bits of the sums of the products a[i, t] * b[i, t] over t (two (m, k) arrays of
+    patterns), as :func:`sums` adds them, where every product is a binary32 value: the products are
+    then the host's binary32 multiplications (exact: only FTZ and DAZ could change them, and
+    hardware.products sets them off)."""
+    if order not in ("sequential", "pairwise") or not (_embeds(fmt, fp32) and _embeds(b_format, fp32)
+                                                        and _embeds(accumulate, fp32)):
+        return None
+    a32, b32 = _binary32(a, fmt), _binary32(b, b_format)
+    if not _products_in_binary32(a32, b32, fmt, b_format):
+        return None
+    products = hardware.products(a32, b32)
+    return None if products is None else sums(products.view(np.uint32), fp32, accumulate, order, mode)

@@ -213,6 +213,11 @@ def _finish(out: np.ndarray, out_format: Format, shape: tuple[int, ...]):
     return result[()] if result.ndim == 0 else result
 
 
+def _rounded(totals: np.ndarray, out_format: Format, rounding: str) -> np.ndarray:
+    """FP32 bits of finished sums (the host's, softfloat16.host_gemm) rounded once to out_format."""
+    return totals if out_format is fp32 else np.asarray(convert(totals, src=fp32, dst=out_format, rounding=rounding))
+
+
 def _reduce(terms: np.ndarray, kernel: str, spec: kernels.Spec, m: int, k: int) -> np.ndarray:
     out = np.zeros(m, np.uint32)  # an empty sum is +0
     if m and k:
@@ -277,9 +282,7 @@ def sum(  # noqa: A001 - sf.linalg.sum, as the API names it
         totals = host_gemm.sums(layout, fmt, accumulate, order, mode, leading) if (
             m >= host_gemm.SUM_MIN_RESULTS) else None
         if totals is not None:
-            if out_format is not fp32:
-                totals = np.asarray(convert(totals, src=fp32, dst=out_format, rounding=rounding))
-            return _finish(totals, out_format, shape)
+            return _finish(_rounded(totals, out_format, rounding), out_format, shape)
     terms = _carrier(_layout(bits, axes, kernel), fmt, accumulate, fast)
     return _finish(_reduce(terms, kernel, _spec(fast, accumulate, out_format, mode, block), m, k), out_format, shape)
 
@@ -331,6 +334,11 @@ def dot(
         raise ValueError(f"a and b: the leading axes do not broadcast, a{a_bits.shape} and b{b_bits.shape}") from None
     k = a_bits.shape[-1]
     m = int(np.prod(shape, dtype=np.int64))
+    if order in ("sequential", "pairwise") and m >= host_gemm.SUM_MIN_RESULTS:
+        rows = [np.broadcast_to(bits, (*shape, k)).reshape(m, k) for bits in (a_bits, b_bits)]
+        totals = host_gemm.dots(*rows, fmt, b_format, accumulate, order, mode)
+        if totals is not None:
+            return _finish(_rounded(totals, out_format, rounding), out_format, shape)
     fast = _holds_products(fmt, b_format, accumulate)
     kernel = _kernel_name(order, fast, m, k)
     carrier = (accumulate.exponent_bits, accumulate.fraction_bits) if fast else kernels.WIDE

@@ -65,3 +65,33 @@ def test_numpy_float32_sums_of_columns():
     for row in y:
         acc = acc + row.astype(np.float32)
     assert np.array_equal(sf.linalg.sum(y, sf.fp16, axis=0, out_format=sf.fp32), acc.view(np.uint32))
+
+
+def exact_dot(a, b, fmt, monkeypatch, **options):
+    with monkeypatch.context() as patch:
+        patch.setattr(host_gemm, "dots", lambda *args: None)
+        return sf.linalg.dot(a, b, fmt, **options)
+
+
+@pytest.mark.parametrize("fmt, b_format, accumulate, rounding", [
+    ("fp16", "fp16", "fp32", "rne"), ("bf16", "bf16", "fp32", "rtz"), ("fp8_e4m3fn", "fp8_e5m2", "fp32", "rne"),
+    ("fp16", "fp16", "fp16", "rna"), ("bf16", "bf16", "bf16", "rne"), ("fp32", "fp32", "fp32", "rne")])
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
+def test_host_dots_give_the_exact_kernels_bits(fmt, b_format, accumulate, rounding, order, monkeypatch):
+    """Products that are binary32 values (fp32 x fp32 ones are not: the exact kernels), subnormal
+    and overflowing ones from BF16's range (decided from the operands), NaN and infinities;
+    broadcast leading axes."""
+    fmt, b_format = sf.format(fmt), sf.format(b_format)
+    for m, k in SHAPES:
+        rng = np.random.default_rng([m, k, fmt.width, b_format.width, len(order)])
+        for finite in (True, False):
+            a, b = patterns(rng, fmt, (m, k), finite), patterns(rng, b_format, (m, k), finite)
+            for x, y in ((a, b), (a, b[:1])):
+                options = dict(accumulate=accumulate, order=order, rounding=rounding, out_format="fp32",
+                               b_format=b_format)
+                got = sf.linalg.dot(x, y, fmt, **options)
+                want = exact_dot(x, y, fmt, monkeypatch, **options)
+                assert np.array_equal(got, want), (fmt.name, m, k, finite, np.flatnonzero(got != want)[:5])
+    small = (fmt.from_float(np.full((40, 8), 0.5)), b_format.from_float(np.full((40, 8), 0.25)))
+    ran = host_gemm.dots(*small, fmt, b_format, sf.format(accumulate), order, int(sf.Rounding[rounding.upper()]))
+    assert (ran is not None) == (fmt is not sf.fp32)

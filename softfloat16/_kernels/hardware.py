@@ -386,6 +386,30 @@ def row_panels(x: np.ndarray, table: np.ndarray | None, cols: int) -> np.ndarray
     return out
 
 
+NEAREST = MXCSR[RNE]
+
+
+@njit(cache=True, error_model="numpy")
+def _products(a, b, out, probe):
+    saved = swap_mxcsr(NEAREST)
+    ok = env_ok(probe, RNE)
+    for i in range(out.shape[0]):
+        out[i] = a[i] * b[i]
+    if saved >= 0:
+        swap_mxcsr(saved)
+    return ok
+
+
+def products(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """a * b elementwise for two float arrays of one shape whose products are all values of their
+    float (exact: no rounding), with FTZ and DAZ off (MXCSR set on x86, checked elsewhere); None
+    where the environment could not be made so."""
+    out = np.empty(a.size, a.dtype)
+    if not _products(np.ascontiguousarray(a).ravel(), np.ascontiguousarray(b).ravel(), out, PROBE):
+        return None
+    return out.reshape(a.shape)
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def gather(codes, table, out):
     """out[i] = table[codes[i]] over flat arrays (threads over chunks): patterns widened exactly
