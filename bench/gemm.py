@@ -1,5 +1,5 @@
 """GEMM speed: sf.linalg.matmul per order and input format against native torch float32 GEMM in the
-same run, one thread (and 2 threads at 512^3).
+same run, one thread (and 2 threads at 512^3); then sf.mx.matmul, and sf.linalg.sum against torch.sum.
 
     python bench/gemm.py [--repeat 5] [--quick]
 
@@ -82,6 +82,45 @@ def main() -> None:
     same = "identical" if np.array_equal(*bits) else "DIFFERENT"
     print(f"\nfp16 sequential 512^3: 1 thread {rates[0]:.2f}, 2 threads {rates[1]:.2f} G MAC/s "
           f"({rates[1] / rates[0]:.2f}x); bits {same}")
+    sf.set_num_threads(1)
+    block_scaled(rng, shapes, args.repeat)
+    sums(rng, args.repeat)
+
+
+def block_scaled(rng, shapes, repeat: int) -> None:
+    """sf.mx.matmul (the exact block dot products, no instruction preset) against torch float32."""
+    print("\n| mx.matmul | " + " | ".join(f"{m}x{k}x{n}" for m, k, n in shapes) + " |")
+    print("|---|" + "---|" * len(shapes))
+    for fmt in ("mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4"):
+        cells = []
+        for m, k, n in shapes:
+            a = sf.mx.quantize(rng.standard_normal((m, k)), fmt, axis=1)
+            b = sf.mx.quantize(rng.standard_normal((k, n)), fmt, axis=0)
+            seconds = best(lambda a=a, b=b: sf.mx.matmul(a, b), repeat)
+            x, y = torch.randn(m, k), torch.randn(k, n)
+            native_now = best(lambda x=x, y=y: x @ y, repeat)
+            cells.append(f"{m * k * n / seconds / 1e9:.2f} ({seconds / native_now:.1f}x)")
+        print(f"| {fmt} | " + " | ".join(cells) + " |")
+
+
+def sums(rng, repeat: int) -> None:
+    """sf.linalg.sum of a 1024 x 1024 array along each axis, G adds/s, against torch.sum of float32."""
+    x = rng.standard_normal((1024, 1024))
+    print("\n| linalg.sum, 1024x1024 | axis -1 | axis 0 |")
+    print("|---|---|---|")
+    t = torch.from_numpy(x.astype(np.float32))
+    print("| torch float32 (native) | " + " | ".join(
+        f"{x.size / best(lambda a=a: t.sum(a), repeat) / 1e9:.2f}" for a in (-1, 0)) + " |")
+    for fmt in ("fp16", "bf16", "fp32"):
+        bits = sf.format(fmt).from_float(x)
+        for order in ("sequential", "pairwise"):
+            cells = []
+            for axis in (-1, 0):
+                seconds = best(lambda a=axis, x=bits, f=fmt, o=order: sf.linalg.sum(x, f, axis=a, order=o,
+                                                                                     out_format="fp32"), repeat)
+                native_now = best(lambda a=axis: t.sum(a), repeat)
+                cells.append(f"{x.size / seconds / 1e9:.2f} ({seconds / native_now:.1f}x)")
+            print(f"| {fmt} {order} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
