@@ -67,18 +67,27 @@ def _cumulative64(machine: Machine, lines32: np.ndarray, product: bool) -> np.nd
     return np.asarray(FP32.from_float(running, **machine.final()), np.uint32)
 
 
+def _result(func, args, kwargs) -> torch.Tensor | None:
+    """torch's result (a meta tensor: its dtype, and torch's checks of the arguments), or None where
+    the op runs natively (a dtype the mode does not emulate)."""
+    out = meta_call(func, args, kwargs)
+    if not is_emulated(out.dtype):
+        return None
+    if out.dtype not in ARITHMETIC:
+        raise NotEmulated(f"{func} of {out.dtype} (torch CPU has no such kernel)")
+    if func._overloadname != "default":
+        raise NotEmulated(f"{func}: only the default overload is emulated")
+    return out
+
+
 @implements("cumsum", "cumprod")
 def cumulative(machine, func, args, kwargs):
     """``cumsum`` / ``cumprod`` (``dim``, ``dtype=``): torch CPU's accumulator per line, one rounding
     per output element (module docstring)."""
     self, dim = args[0], aten_arg(args, kwargs, 1, "dim")
-    out = meta_call(func, args, kwargs)  # torch's result dtype, and its checks of dim
-    if not is_emulated(out.dtype):
+    out = _result(func, args, kwargs)
+    if out is None:
         return func(*args, **kwargs)
-    if out.dtype not in ARITHMETIC:
-        raise NotEmulated(f"{func} of {out.dtype} (torch CPU has no such kernel)")
-    if func._overloadname != "default":
-        raise NotEmulated(f"{func}: only the default overload is emulated")
     source = self if self.dtype == out.dtype else machine.convert(self, out.dtype)
     if source.dim() == 0 or source.numel() == 0:
         return from_bits(bits(source), out.dtype, out.shape)
@@ -120,13 +129,9 @@ def logcumsumexp(machine, func, args, kwargs):
     :func:`log_add_exp32` per element in FP32 steps (the emulated exp and log1p), each output the
     running FP32 value rounded once into the tensor's format."""
     self, dim = args[0], aten_arg(args, kwargs, 1, "dim")
-    out = meta_call(func, args, kwargs)
-    if not is_emulated(out.dtype):
+    out = _result(func, args, kwargs)
+    if out is None:
         return func(*args, **kwargs)
-    if out.dtype not in ARITHMETIC:
-        raise NotEmulated(f"{func} of {out.dtype} (torch CPU has no such kernel)")
-    if func._overloadname != "default":
-        raise NotEmulated(f"{func}: only the default overload is emulated")
     if self.numel() == 0:
         return from_bits(bits(self), out.dtype, out.shape)
     wide = widen32(machine, self, str(func), "self").reshape(tuple(self.shape) or (1,))
