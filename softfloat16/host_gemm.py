@@ -88,7 +88,16 @@ def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accum
     if not (_embeds(fmt, fp32) and _embeds(b_format, fp32) and _embeds(accumulate, fp32)):
         return None
     a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
-    return _host_gemm(a32, b32, accumulate, order, mode, lambda: _products_in_binary32(a32, b32, fmt, b_format))
+    in_binary32 = functools.cache(lambda: _products_in_binary32(a32, b32, fmt, b_format))
+    if b32.shape[1] < SUM_MIN_RESULTS <= a32.shape[0]:
+        # Few columns, many rows: C.T = B.T @ A.T has the same products, each element's in the same
+        # order (a * b is b * a), so the same bits, and fills the tiles' columns.
+        packed = hardware.row_panels(a32, None, hardware.COLS[np.dtype(np.float32)])
+        swapped = _host_gemm(np.ascontiguousarray(b32.T), packed, accumulate, order, mode, in_binary32,
+                             a32.shape[0])
+        if swapped is not None:
+            return np.ascontiguousarray(swapped.T)
+    return _host_gemm(a32, b32, accumulate, order, mode, in_binary32)
 
 
 def _host_gemm(a32: np.ndarray, b32: np.ndarray, accumulate: Format, order: str, mode: int,

@@ -107,7 +107,7 @@ def test_sums_rounded_into_any_accumulator_in_every_mode(accumulate, rounding, o
     carry into the next binade, reach the accumulator's subnormals) and for uniformly random finite
     patterns (overflow, every binade), at shapes that cut tiles and trees; and the host's kernel
     itself is what ran."""
-    for m, k, n in ((5, 13, 67), (4, 300, 33), (1, 1, 3)):
+    for m, k, n in ((5, 13, 67), (4, 300, 33), (1, 1, 3), (40, 19, 3)):
         rng = np.random.default_rng([m, k, n, int(sf.Rounding[rounding.upper()]), accumulate.width])
         for fmt, b_format in ((sf.fp16, sf.fp16), (sf.bf16, sf.bf16), (sf.fp8_e4m3fn, sf.fp8_e5m2),
                               (sf.fp32, sf.fp32)):
