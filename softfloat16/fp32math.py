@@ -83,6 +83,7 @@ import numpy as np
 
 import softfloat16 as sf
 
+from .fp32compiled import compiled
 from .fp32ops import (  # noqa: F401  (the shared constants and the arithmetic, exported here too)
     EMULATED, EXP_HIGH, EXP_LOW, EXP_TAYLOR, FP32, HALF, INV_LN2, LN2_HI, LN2_LO, LOG_SERIES, NAN, NEG_INF, ONE,
     POS_INF, ROUNDER, SQRT2_BITS, TWO, TWO_POW_24, ZERO, EmulatedFp32, Fp32Arithmetic, constant, horner, split_sign,
@@ -167,8 +168,7 @@ def exp(x) -> np.ndarray:
     >>> sf.fp32.to_float(exp(sf.fp32.from_float(np.array([0.0, 1.0, -1.0, -np.inf, np.inf]))))
     array([1.        , 2.71828175, 0.36787945, 0.        ,        inf])
     """
-    x = sf.as_bits(x, FP32, "x")
-    return np.asarray(exp_steps(x, EMULATED)).astype(np.uint32)
+    return compiled(exp_steps)(sf.as_bits(x, FP32, "x"))
 
 
 def log(x) -> np.ndarray:
@@ -178,8 +178,7 @@ def log(x) -> np.ndarray:
     >>> sf.fp32.to_float(log(sf.fp32.from_float(np.array([1.0, 2.0, 0.5, 0.0, np.inf]))))
     array([ 0.        ,  0.69314718, -0.69314718,        -inf,         inf])
     """
-    x = sf.as_bits(x, FP32, "x")
-    return np.asarray(log_steps(x, EMULATED)).astype(np.uint32)
+    return compiled(log_steps)(sf.as_bits(x, FP32, "x"))
 
 
 # -- expm1, tanh, erf ------------------------------------------------------------------------------
@@ -317,8 +316,7 @@ def expm1(x) -> np.ndarray:
     >>> sf.fp32.to_float(expm1(sf.fp32.from_float(np.array([0.0, 1e-10, 1.0, -np.inf, np.inf])))).tolist()
     [0.0, 1.000000013351432e-10, 1.7182817459106445, -1.0, inf]
     """
-    x = sf.as_bits(x, FP32, "x")
-    return np.asarray(expm1_steps(x, EMULATED)).astype(np.uint32)
+    return compiled(expm1_steps)(sf.as_bits(x, FP32, "x"))
 
 
 def tanh(x) -> np.ndarray:
@@ -328,8 +326,7 @@ def tanh(x) -> np.ndarray:
     >>> sf.fp32.to_float(tanh(sf.fp32.from_float(np.array([0.0, 0.5, 1.0, -20.0, np.inf])))).tolist()
     [0.0, 0.46211716532707214, 0.7615941762924194, -1.0, 1.0]
     """
-    x = sf.as_bits(x, FP32, "x")
-    return np.asarray(tanh_steps(x, EMULATED)).astype(np.uint32)
+    return compiled(tanh_steps)(sf.as_bits(x, FP32, "x"))
 
 
 def erf(x) -> np.ndarray:
@@ -339,6 +336,5 @@ def erf(x) -> np.ndarray:
     >>> sf.fp32.to_float(erf(sf.fp32.from_float(np.array([0.0, 0.5, 1.0, -2.0, np.inf])))).tolist()
     [0.0, 0.5204998850822449, 0.8427007794380188, -0.9953222870826721, 1.0]
     """
-    x = sf.as_bits(x, FP32, "x")
-    return np.asarray(erf_steps(x, EMULATED)).astype(np.uint32)
+    return compiled(erf_steps)(sf.as_bits(x, FP32, "x"))
 

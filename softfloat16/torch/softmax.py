@@ -5,7 +5,8 @@ Every step is an FP32 operation of the emulator on operands widened from the ten
 and the result is rounded once into the output's format. exp and log are the emulated FP32
 algorithms of :mod:`softfloat16.fp32math` (bit-exact to that definition, not to a vendor's
 libm). Sums along the softmax dimension accumulate in FP32 in the machine's order, over the
-elements in index order.
+elements in index order. The steps of sigmoid, and softmax's subtraction with its exp, run as one
+compiled program each (softfloat16.fp32compiled: the same FP32 operations, one call).
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import numpy as np
 import torch
 
 from .. import fp32math
+from ..fp32compiled import compiled, step_options
+from ..fp32math import exp_steps
 from .elementwise import ONE32, _unary
 from .machine import FP32, Machine
 from .operands import meta_call
@@ -23,6 +26,17 @@ from .tensors import DTYPE_FORMATS, bits, from_bits, is_emulated
 __all__ = ["exp32", "log32"]
 
 exp32, log32 = fp32math.exp, fp32math.log
+
+
+def sigmoid_steps(x, ops, steps):
+    """``1 / (1 + exp(-x))``: the emulated exp, then the machine's FP32 steps (``steps``)."""
+    one = ops.const(ONE32)
+    return steps.div(one, steps.add(one, exp_steps(ops.neg(x), ops)))
+
+
+def exp_shifted_steps(x, top, ops, steps):
+    """``exp(x - top)``: the machine's FP32 subtraction, then the emulated exp (softmax's numerators)."""
+    return exp_steps(steps.sub(x, top), ops)
 
 
 @implements("exp")
@@ -40,8 +54,8 @@ def log(machine, func, args, kwargs):
 @implements("sigmoid")
 def sigmoid(machine, func, args, kwargs):
     """``1 / (1 + exp(-x))`` in three FP32 steps, rounded once into the format."""
-    return _unary(machine, func, args, kwargs,
-                  lambda x: machine.div(ONE32, machine.add(ONE32, exp32(machine.neg(x)))))
+    program, options = compiled(sigmoid_steps), step_options(**machine.step)
+    return _unary(machine, func, args, kwargs, lambda x: program(x, step_options=options))
 
 
 @implements("sigmoid_backward", inplace=False)
@@ -81,12 +95,12 @@ def _dim(x: torch.Tensor, dim: int) -> int:
     return dim % x.dim() if x.dim() else 0
 
 
-def _shifted(machine: Machine, x: torch.Tensor, dim: int):
+def _rows_top(machine: Machine, x: torch.Tensor, dim: int):
+    """(rows of FP32 patterns, their maxima as a column, the moved shape): softmax's operands."""
     rows, shape = _rows32(machine, x, dim)
     if rows.shape[1] == 0:
         raise NotEmulated("softmax over an empty dimension")
-    top = row_extreme(machine, rows, FP32, largest=True)
-    return machine.sub(rows, top[:, None]), shape
+    return rows, row_extreme(machine, rows, FP32, largest=True)[:, None], shape
 
 
 def _softmax_setup(func, args, kwargs):
@@ -102,8 +116,8 @@ def softmax(machine, func, args, kwargs):
     x, dim, dtype = _softmax_setup(func, args, kwargs)
     if not is_emulated(x.dtype):
         return func(*args, **kwargs)
-    shifted, shape = _shifted(machine, x, dim)
-    exps = exp32(shifted)
+    rows, top, shape = _rows_top(machine, x, dim)
+    exps = compiled(exp_shifted_steps)(rows, top, step_options=step_options(**machine.step))
     total = row_sums(machine, exps, FP32, accumulate=FP32)
     return _back(machine, machine.div(exps, total[:, None]), shape, dim, dtype, x)
 
@@ -114,7 +128,8 @@ def log_softmax(machine, func, args, kwargs):
     x, dim, dtype = _softmax_setup(func, args, kwargs)
     if not is_emulated(x.dtype):
         return func(*args, **kwargs)
-    shifted, shape = _shifted(machine, x, dim)
+    rows, top, shape = _rows_top(machine, x, dim)
+    shifted = machine.sub(rows, top)
     total = row_sums(machine, exp32(shifted), FP32, accumulate=FP32)
     return _back(machine, machine.sub(shifted, log32(total)[:, None]), shape, dim, dtype, x)
 
