@@ -207,9 +207,10 @@ class Tracer:
 
     def input(self) -> _Node:
         """The next input of the program (FP32 patterns)."""
-        node = self._emit(kernels.LOAD0 + len(self.inputs), VALUE)
-        self.inputs.append(node.index)
-        return node
+        node = self._node()
+        self.instructions.append((kernels.LOAD, node, ()))
+        self.inputs.append(node)
+        return _Node(self, node, VALUE)
 
     # -- the Fp32Arithmetic protocol -------------------------------------------------------------
     def const(self, bits: Any) -> _Node:
@@ -295,8 +296,8 @@ class CompiledProgram:
     runs the program elementwise over FP32 patterns (numpy broadcasting)."""
 
     def __init__(self, name: str, program: Callable, inputs: int, steps: bool = False) -> None:
-        if inputs not in (1, 2):
-            raise ValueError(f"inputs: a program takes 1 or 2 inputs, got {inputs!r}")
+        if inputs < 1:
+            raise ValueError(f"inputs: a program takes at least one input, got {inputs!r}")
         self.name, self.inputs, self.steps = name, inputs, steps
         tracer, result = trace(program, inputs, steps)
         self.code, self.constants, self.registers = _allocate(tracer, result)
@@ -317,26 +318,25 @@ class CompiledProgram:
         for i, a in enumerate(arrays):
             if a.dtype != np.uint32:
                 raise TypeError(f"{self.name}: operand {i} must be uint32 FP32 patterns, got {a.dtype}")
-        if len(arrays) == 1 or arrays[0].shape == arrays[1].shape:
-            shape = arrays[0].shape
+        shape = arrays[0].shape
+        if len(arrays) == 1:
+            inputs = np.ascontiguousarray(arrays[0]).reshape(1, -1)
         else:
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
-            arrays = [np.broadcast_to(a, shape) for a in arrays]
-        flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
-        x, y = flat[0], flat[1] if len(flat) == 2 else _EMPTY
-        out = np.empty(x.size, np.uint32)
-        if x.size < threads.PARALLEL_MIN_ELEMENTS:
-            kernels.run(self.code, self.constants, self.registers, x, y, out, settings)
+            if any(a.shape != shape for a in arrays):
+                shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            inputs = np.empty((len(arrays), int(np.prod(shape, dtype=np.int64))), np.uint32)
+            for row, a in zip(inputs, arrays):
+                row.reshape(shape)[...] = a
+        out = np.empty(inputs.shape[1], np.uint32)
+        if out.size < threads.PARALLEL_MIN_ELEMENTS:
+            kernels.run(self.code, self.constants, self.registers, inputs, out, settings)
         else:
             def work(start: int, stop: int) -> None:
-                kernels.run(self.code, self.constants, self.registers, x[start:stop],
-                            y[start:stop] if y.size else y, out[start:stop], settings)
+                part = np.ascontiguousarray(inputs[:, start:stop])  # one layout, one compiled variant
+                kernels.run(self.code, self.constants, self.registers, part, out[start:stop], settings)
 
             threads.run_split(out.size, work)
         return out.reshape(shape)
-
-
-_EMPTY = np.zeros(0, np.uint32)
 
 
 @functools.lru_cache(maxsize=64)
@@ -372,7 +372,7 @@ def _allocate(tracer: Tracer, result: int) -> tuple[np.ndarray, np.ndarray, int]
     live = {result}
     kept = []
     for opcode, node, operands in reversed(tracer.instructions):
-        if node in live or opcode in (kernels.LOAD0, kernels.LOAD1):
+        if node in live or opcode == kernels.LOAD:
             kept.append((opcode, node, operands))
             live.update(operands)
     kept.reverse()
@@ -396,6 +396,8 @@ def _allocate(tracer: Tracer, result: int) -> tuple[np.ndarray, np.ndarray, int]
         if last_use.get(node, -1) < position:  # a LOAD of an unused input: its register is free again
             free.append(register[node])
         slots = [register[o] for o in operands] + [0] * (3 - len(operands))
+        if opcode == kernels.LOAD:
+            slots[0] = tracer.inputs.index(node)  # the input's number
         code.append((opcode, register[node], *slots))
     code.append((kernels.STORE, 0, register[result], 0, 0))
     constants = [(register[node], value) for node, value in tracer.constant_of.items()]

@@ -30,9 +30,10 @@ WHERE = 15
 # Integer operations (int64, as numpy's on int64 arrays); truth values are 0 or 1.
 IADD, ISUB, SHR, SHL, AND, OR, XOR, INOT, NOT = 16, 17, 18, 19, 20, 21, 22, 23, 24
 IEQ, INE, ILT, ILE = 25, 26, 27, 28
-# Moving data: the block of input 0 or 1 into a register; a register into the output block.
-LOAD0, LOAD1, STORE = 29, 30, 31
-OPCODES = 32
+# Moving data: the block of input ``a`` (a number, not a register) into a register; a register into
+# the output block.
+LOAD, STORE = 29, 30
+OPCODES = 31
 
 _SIGN = 0x80000000
 _WORD = 0xFFFFFFFF
@@ -163,10 +164,10 @@ def options_from(settings, row):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run(code, constants, registers, x, y, out, settings):
+def run(code, constants, registers, inputs, out, settings):
     """Run the program ``code`` (rows ``(opcode, destination, a, b, c)``) with ``constants`` (rows
-    ``(register, value)``) on the FP32 patterns ``x`` (and ``y``; both of ``out``'s size, or
-    empty if the program does not read them) into ``out``: ``registers`` rows of BLOCK int64.
+    ``(register, value)``) on the FP32 patterns ``inputs`` (a row per input, each of ``out``'s
+    size) into ``out``: ``registers`` rows of BLOCK int64.
     ``settings``: two rows of ``core.Options`` fields, the FP32 defaults (``ops._config(fp32)``:
     rne, no ftz, daz or saturation, folded in here as constants) and the STEP_* options."""
     options = with_constants(options_from(settings, 0), 8, 23, IEEE, 0, 0, 0, True, False)
@@ -179,6 +180,11 @@ def run(code, constants, registers, x, y, out, settings):
         n = min(BLOCK, out.size - start)
         for k in range(code.shape[0]):
             kind = code[k, 0]
+            if kind == LOAD:
+                d, source = regs[code[k, 1]], inputs[code[k, 2]]
+                for i in range(n):
+                    d[i] = source[start + i]
+                continue
             d, a, b, c = regs[code[k, 1]], regs[code[k, 2]], regs[code[k, 3]], regs[code[k, 4]]
             if kind <= DIV:
                 _binary(kind, a, b, d, ok, n, options)
@@ -186,12 +192,6 @@ def run(code, constants, registers, x, y, out, settings):
                 _fma(a, b, c, d, ok, n, options)
             elif kind <= STEP_FMA:
                 _step(kind, a, b, c, d, n, step_options)
-            elif kind == LOAD0:
-                for i in range(n):
-                    d[i] = x[start + i]
-            elif kind == LOAD1:
-                for i in range(n):
-                    d[i] = y[start + i]
             elif kind == STORE:
                 for i in range(n):
                     out[start + i] = np.uint32(a[i])
