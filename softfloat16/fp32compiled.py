@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -322,11 +323,10 @@ class CompiledProgram:
         if len(arrays) == 1:
             inputs = np.ascontiguousarray(arrays[0]).reshape(1, -1)
         else:
-            if any(a.shape != shape for a in arrays):
-                shape = np.broadcast_shapes(*(a.shape for a in arrays))
-            inputs = np.empty((len(arrays), int(np.prod(shape, dtype=np.int64))), np.uint32)
+            shape = _broadcast_shape([a.shape for a in arrays])
+            inputs = np.empty((len(arrays), math.prod(shape)), np.uint32)
             for row, a in zip(inputs, arrays):
-                row.reshape(shape)[...] = a
+                row.reshape(shape)[...] = a  # numpy's assignment broadcasts
         out = np.empty(inputs.shape[1], np.uint32)
         if out.size < threads.PARALLEL_MIN_ELEMENTS:
             kernels.run(self.code, self.constants, self.registers, inputs, out, settings)
@@ -337,6 +337,23 @@ class CompiledProgram:
 
             threads.run_split(out.size, work)
         return out.reshape(shape)
+
+
+def _broadcast_shape(shapes: list[tuple]) -> tuple:
+    """numpy's broadcast shape of ``shapes``; equal shapes, and two of one rank, without numpy's call
+    (its cost is most of a small call's)."""
+    first = shapes[0]
+    if all(shape == first for shape in shapes):
+        return first
+    if len(shapes) == 2 and len(shapes[1]) == len(first):
+        result = []
+        for a, b in zip(first, shapes[1]):
+            if a != b and a != 1 and b != 1:
+                break
+            result.append(a if b == 1 else b)
+        else:
+            return tuple(result)
+    return np.broadcast_shapes(*shapes)
 
 
 @functools.lru_cache(maxsize=64)
@@ -354,6 +371,7 @@ def _settings(step_options) -> np.ndarray:
 _DEFAULT_SETTINGS = _settings(_config(_FP32))  # what sf.fp32.add & co. use by default: EMULATED's arithmetic
 
 
+@functools.lru_cache(maxsize=256)
 def step_options(**step):
     """The options record of FP32 operations with ``step``'s keywords (``rounding``, ``ftz``, ``nan``,
     as ``sf.fp32.add`` takes them): a program's machine steps, ``step_options=`` of a call.

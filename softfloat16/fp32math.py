@@ -67,11 +67,21 @@ same steps driven by torch (``sim.crosscheck.torch_exact.TorchFp32``) give the s
 Each algorithm is written once (:func:`exp_steps`, :func:`log_steps`, :func:`expm1_steps`,
 :func:`tanh_steps`, :func:`erf_steps`, :func:`pow_steps`, :func:`log1p_steps`), against an
 :class:`Fp32Arithmetic` (:mod:`softfloat16.fp32ops`, which also holds the shared constants):
-:data:`EMULATED` does each operation with ``softfloat16.fp32`` (that is :func:`exp` and :func:`log`,
-which ``sim`` (re-exported as ``sim.fp32math``) and the dispatch mode ``softfloat16.torch`` use); the
+:data:`EMULATED` does each operation with ``softfloat16.fp32`` (the reference: :func:`exp` and
+:func:`log`, which ``sim`` (re-exported as ``sim.fp32math``) and the dispatch mode ``softfloat16.torch``
+use, compute the same steps compiled, below); the
 torch reference of the cross-check (``sim.crosscheck.torch_exact``) drives the same steps with
 correctly rounded torch operations. The constants are public here so that every side uses the
 same bits.
+
+How the functions run: :func:`exp`, :func:`log` and the others do not call ``EMULATED`` operation by
+operation (each call costs 10-30 us of fixed work, some 25 to 190 of them per function). Each step
+program is traced once by :mod:`softfloat16.fp32compiled` (a symbolic ``Fp32Arithmetic`` records its
+operations as straight-line code; a program that branches on its data is refused) and run as one
+call of a compiled interpreter (``softfloat16/_kernels/programs.py``) whose instructions are the
+core's own FP32 kernels with ``sf.fp32``'s default options: the same operations on the same bits
+(tests/test_fp32_compiled.py compares every program with ``*_steps(x, EMULATED)`` bit for bit),
+5 to 15 us for 16 elements instead of 0.4 to 1.5 ms, and 1.3 to 1.9 times faster on large arrays.
 """
 from __future__ import annotations
 

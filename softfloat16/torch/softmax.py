@@ -79,7 +79,7 @@ def sigmoid_backward(machine, func, args, kwargs):
 
 def _rows32(machine: Machine, x: torch.Tensor, dim: int) -> tuple[np.ndarray, tuple]:
     """FP32 patterns of ``x`` as (rows, size of dim), the dimension moved last; and the moved shape."""
-    moved = x.movedim(dim, -1) if x.dim() else x.reshape(1)
+    moved = x if dim == x.dim() - 1 else x.movedim(dim, -1) if x.dim() else x.reshape(1)
     fmt = DTYPE_FORMATS[x.dtype]
     return machine.widen(bits(moved), fmt).reshape(-1, moved.shape[-1]), tuple(moved.shape)
 
@@ -88,6 +88,8 @@ def _back(machine: Machine, rows32: np.ndarray, moved_shape: tuple, dim: int, dt
           like: torch.Tensor) -> torch.Tensor:
     """Rows of FP32 results rounded into ``dtype``, in ``like``'s shape (dim moved back)."""
     result = from_bits(machine.narrow(rows32, DTYPE_FORMATS[dtype]), dtype, moved_shape)
+    if dim == like.dim() - 1:  # the last dimension: already in place
+        return result
     return result.movedim(-1, dim).contiguous() if like.dim() else result.reshape(())
 
 
