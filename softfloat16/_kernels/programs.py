@@ -167,13 +167,14 @@ def options_from(settings, row):
 def run(code, constants, registers, inputs, out, settings):
     """Run the program ``code`` (rows ``(opcode, destination, a, b, c)``) with ``constants`` (rows
     ``(register, value)``) on the FP32 patterns ``inputs`` (a row per input, each of ``out``'s
-    size) into ``out``: ``registers`` rows of BLOCK int64.
+    size) into ``out``: ``registers`` rows of (up to) BLOCK int64.
     ``settings``: two rows of ``core.Options`` fields, the FP32 defaults (``ops._config(fp32)``:
     rne, no ftz, daz or saturation, folded in here as constants) and the STEP_* options."""
     options = with_constants(options_from(settings, 0), 8, 23, IEEE, 0, 0, 0, True, False)
     step_options = options_from(settings, 1)
-    regs = np.zeros((registers, BLOCK), np.int64)
-    ok = np.empty(BLOCK, np.bool_)
+    width = max(1, min(BLOCK, out.size))  # a small array touches only its own columns
+    regs = np.zeros((registers, width), np.int64)
+    ok = np.empty(width, np.bool_)
     for j in range(constants.shape[0]):
         regs[constants[j, 0], :] = constants[j, 1]
     for start in range(0, out.size, BLOCK):
