@@ -12,7 +12,7 @@ from softfloat16._kernels import programs
 from softfloat16.fp32compiled import TracingError, compiled, step_options, trace
 from softfloat16.fp32ops import EMULATED
 from softfloat16.torch.machine import Machine
-from softfloat16.torch.softmax import exp_shifted_steps, sigmoid_steps
+from softfloat16.torch.softmax import exp_shifted_steps, log_softmax_grad_steps, sigmoid_steps
 
 STEPS = {"exp": fp32math.exp_steps, "log": fp32math.log_steps, "expm1": fp32math.expm1_steps,
          "tanh": fp32math.tanh_steps, "erf": fp32math.erf_steps, "log1p": fp32math.log1p_steps}
@@ -150,6 +150,10 @@ def test_machine_steps(machine):
     top = rows[:, 3:4]  # any column: the steps need not see the maximum to agree
     expected = emulated(fp32math.exp_steps, machine.sub(rows, top))
     assert np.array_equal(compiled(exp_shifted_steps)(rows, top, step_options=options), expected)
+    grad = np.roll(rows, 1)
+    total = machine.add(rows[:, 1:2], top)
+    expected = machine.sub(grad, machine.mul(fp32math.exp(rows), total))
+    assert np.array_equal(compiled(log_softmax_grad_steps)(grad, rows, total, step_options=options), expected)
     with pytest.raises(TypeError, match="step_options"):
         compiled(sigmoid_steps)(x)
     with pytest.raises(ValueError, match="'sr'"):

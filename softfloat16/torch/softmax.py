@@ -6,7 +6,8 @@ and the result is rounded once into the output's format. exp and log are the emu
 algorithms of :mod:`softfloat16.fp32math` (bit-exact to that definition, not to a vendor's
 libm). Sums along the softmax dimension accumulate in FP32 in the machine's order, over the
 elements in index order. The steps of sigmoid, and softmax's subtraction with its exp, run as one
-compiled program each (softfloat16.fp32compiled: the same FP32 operations, one call).
+compiled program each, and so do log_softmax's backward steps (softfloat16.fp32compiled: the same FP32
+operations, one call).
 """
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ def sigmoid_steps(x, ops, steps):
 def exp_shifted_steps(x, top, ops, steps):
     """``exp(x - top)``: the machine's FP32 subtraction, then the emulated exp (softmax's numerators)."""
     return exp_steps(steps.sub(x, top), ops)
+
+
+def log_softmax_grad_steps(grad, y, total, ops, steps):
+    """``grad - exp(y) * total``: the emulated exp, then the machine's FP32 steps (log_softmax's backward)."""
+    return steps.sub(grad, steps.mul(exp_steps(y, ops), total))
 
 
 @implements("exp")
@@ -166,7 +172,8 @@ def log_softmax_backward(machine, func, args, kwargs):
         return func(*args, **kwargs)
     grad, y, shape, dim, dtype = found
     total = row_sums(machine, grad, FP32, accumulate=FP32)
-    return _back(machine, machine.sub(grad, machine.mul(exp32(y), total[:, None])), shape, dim, dtype, args[1])
+    result = compiled(log_softmax_grad_steps)(grad, y, total[:, None], step_options=step_options(**machine.step))
+    return _back(machine, result, shape, dim, dtype, args[1])
 
 
 _NONE, _MEAN, _SUM = 0, 1, 2  # torch's Reduction enum
