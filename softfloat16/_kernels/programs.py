@@ -27,7 +27,8 @@ STEP_ADD, STEP_SUB, STEP_MUL, STEP_DIV, STEP_FMA = 5, 6, 7, 8, 9
 # Comparisons and bit operations on FP32 patterns.
 LT, ISNAN, FROM_INT, FROM_BITS, NEG = 10, 11, 12, 13, 14
 WHERE = 15
-# Integer operations (int64, as numpy's on int64 arrays); truth values are 0 or 1.
+# Integer operations (int64, as numpy's on int64 arrays; shift counts in [0, 63], as the programs'
+# are); truth values are 0 or 1.
 IADD, ISUB, SHR, SHL, AND, OR, XOR, INOT, NOT = 16, 17, 18, 19, 20, 21, 22, 23, 24
 IEQ, INE, ILT, ILE = 25, 26, 27, 28
 # Moving data: the block of input ``a`` (a number, not a register) into a register; a register into
