@@ -5,7 +5,8 @@ passes under emulation next to native torch CPU FP32 in the same run.
 
 - per op (a 4x4 tensor, so the arithmetic is negligible): the time of the op under the mode, the
   part of it spent inside softfloat16's core entry points (``sf.<format>.<op>``, ``sf.convert``,
-  ``sf.linalg.matmul`` / ``sum``: the emulator's own time) and the rest, the dispatch overhead
+  ``sf.linalg.matmul`` / ``sum``, and the compiled FP32 programs of ``softfloat16.fp32compiled``:
+  exp, log, tanh, ...: the emulator's own time) and the rest, the dispatch overhead
   (torch's dispatcher, tensors to bits and back, shapes and dtypes). Target: overhead < 50 us.
 - passes: one forward+backward of a model under ``emulate()`` (FP16, RNE, FP32 accumulation,
   sequential) vs native torch CPU FP32; the emulator's own time in that pass and the ratio of the
@@ -27,6 +28,7 @@ import torch  # noqa: E402
 
 import softfloat16 as sf  # noqa: E402
 import softfloat16.ops  # noqa: E402,F401
+from softfloat16.fp32compiled import CompiledProgram  # noqa: E402
 import softfloat16.torch as sft  # noqa: E402
 from machine import describe_machine  # noqa: E402  (bench/machine.py, beside this script)
 
@@ -54,7 +56,7 @@ class CoreClock:
     @contextlib.contextmanager
     def installed(self):
         targets = [(sf.ops, "_elementwise"), (sf.ops, "convert"), (sf, "convert"), (sf.linalg, "matmul"),
-                   (sf.linalg, "sum")]
+                   (sf.linalg, "sum"), (CompiledProgram, "__call__")]
         saved = [(owner, name, getattr(owner, name)) for owner, name in targets]
         try:
             for owner, name, function in saved:

@@ -67,11 +67,21 @@ same steps driven by torch (``sim.crosscheck.torch_exact.TorchFp32``) give the s
 Each algorithm is written once (:func:`exp_steps`, :func:`log_steps`, :func:`expm1_steps`,
 :func:`tanh_steps`, :func:`erf_steps`, :func:`pow_steps`, :func:`log1p_steps`), against an
 :class:`Fp32Arithmetic` (:mod:`softfloat16.fp32ops`, which also holds the shared constants):
-:data:`EMULATED` does each operation with ``softfloat16.fp32`` (that is :func:`exp` and :func:`log`,
-which ``sim`` (re-exported as ``sim.fp32math``) and the dispatch mode ``softfloat16.torch`` use); the
+:data:`EMULATED` does each operation with ``softfloat16.fp32`` (the reference: :func:`exp` and
+:func:`log`, which ``sim`` (re-exported as ``sim.fp32math``) and the dispatch mode ``softfloat16.torch``
+use, compute the same steps compiled, below); the
 torch reference of the cross-check (``sim.crosscheck.torch_exact``) drives the same steps with
 correctly rounded torch operations. The constants are public here so that every side uses the
 same bits.
+
+How the functions run: :func:`exp`, :func:`log` and the others do not call ``EMULATED`` operation by
+operation (each call costs 10-30 us of fixed work, some 25 to 190 of them per function). Each step
+program is traced once by :mod:`softfloat16.fp32compiled` (a symbolic ``Fp32Arithmetic`` records its
+operations as straight-line code; a program that branches on its data is refused) and run as one
+call of a compiled interpreter (``softfloat16/_kernels/programs.py``) whose instructions are the
+core's own FP32 kernels with ``sf.fp32``'s default options: the same operations on the same bits
+(tests/test_fp32_compiled.py compares every program with ``*_steps(x, EMULATED)`` bit for bit),
+5 to 15 us for 16 elements instead of 0.4 to 1.5 ms, and 1.3 to 1.9 times faster on large arrays.
 """
 from __future__ import annotations
 
@@ -83,6 +93,7 @@ import numpy as np
 
 import softfloat16 as sf
 
+from .fp32compiled import compiled
 from .fp32ops import (  # noqa: F401  (the shared constants and the arithmetic, exported here too)
     EMULATED, EXP_HIGH, EXP_LOW, EXP_TAYLOR, FP32, HALF, INV_LN2, LN2_HI, LN2_LO, LOG_SERIES, NAN, NEG_INF, ONE,
     POS_INF, ROUNDER, SQRT2_BITS, TWO, TWO_POW_24, ZERO, EmulatedFp32, Fp32Arithmetic, constant, horner, split_sign,
@@ -167,8 +178,7 @@ def exp(x) -> np.ndarray:
     >>> sf.fp32.to_float(exp(sf.fp32.from_float(np.array([0.0, 1.0, -1.0, -np.inf, np.inf]))))
     array([1.        , 2.71828175, 0.36787945, 0.        ,        inf])
     """
-    x = sf.as_bits(x, FP32, "x")
-    return np.asarray(exp_steps(x, EMULATED)).astype(np.uint32)
+    return compiled(exp_steps)(sf.as_bits(x, FP32, "x"))
 
 
 def log(x) -> np.ndarray:
@@ -178,8 +188,7 @@ def log(x) -> np.ndarray:
     >>> sf.fp32.to_float(log(sf.fp32.from_float(np.array([1.0, 2.0, 0.5, 0.0, np.inf]))))
     array([ 0.        ,  0.69314718, -0.69314718,        -inf,         inf])
     """
-    x = sf.as_bits(x, FP32, "x")
-    return np.asarray(log_steps(x, EMULATED)).astype(np.uint32)
+    return compiled(log_steps)(sf.as_bits(x, FP32, "x"))
 
 
 # -- expm1, tanh, erf ------------------------------------------------------------------------------
@@ -317,8 +326,7 @@ def expm1(x) -> np.ndarray:
     >>> sf.fp32.to_float(expm1(sf.fp32.from_float(np.array([0.0, 1e-10, 1.0, -np.inf, np.inf])))).tolist()
     [0.0, 1.000000013351432e-10, 1.7182817459106445, -1.0, inf]
     """
-    x = sf.as_bits(x, FP32, "x")
-    return np.asarray(expm1_steps(x, EMULATED)).astype(np.uint32)
+    return compiled(expm1_steps)(sf.as_bits(x, FP32, "x"))
 
 
 def tanh(x) -> np.ndarray:
@@ -328,8 +336,7 @@ def tanh(x) -> np.ndarray:
     >>> sf.fp32.to_float(tanh(sf.fp32.from_float(np.array([0.0, 0.5, 1.0, -20.0, np.inf])))).tolist()
     [0.0, 0.46211716532707214, 0.7615941762924194, -1.0, 1.0]
     """
-    x = sf.as_bits(x, FP32, "x")
-    return np.asarray(tanh_steps(x, EMULATED)).astype(np.uint32)
+    return compiled(tanh_steps)(sf.as_bits(x, FP32, "x"))
 
 
 def erf(x) -> np.ndarray:
@@ -339,6 +346,5 @@ def erf(x) -> np.ndarray:
     >>> sf.fp32.to_float(erf(sf.fp32.from_float(np.array([0.0, 0.5, 1.0, -2.0, np.inf])))).tolist()
     [0.0, 0.5204998850822449, 0.8427007794380188, -0.9953222870826721, 1.0]
     """
-    x = sf.as_bits(x, FP32, "x")
-    return np.asarray(erf_steps(x, EMULATED)).astype(np.uint32)
+    return compiled(erf_steps)(sf.as_bits(x, FP32, "x"))
 

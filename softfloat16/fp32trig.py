@@ -36,9 +36,12 @@ import numpy as np
 
 import softfloat16 as sf
 
-from .fp32ops import EMULATED, FP32, HALF, NAN, ONE, Fp32Arithmetic, constant, fast_two_sum, horner
+from .fp32compiled import compiled
+from .fp32ops import (  # noqa: F401  (EMULATED: the doctests')
+    EMULATED, FP32, HALF, NAN, ONE, Fp32Arithmetic, constant, fast_two_sum, horner)
 
-__all__ = ["COS_TAYLOR", "SIN_TAYLOR", "TWO_OVER_PI", "cos", "reduce_half_pi", "sin", "sin_cos_steps", "tan"]
+__all__ = ["COS_TAYLOR", "SIN_TAYLOR", "TWO_OVER_PI", "cos", "cos_steps", "reduce_half_pi", "sin", "sin_cos_steps",
+           "sin_steps", "tan", "tan_steps"]
 
 _FRACTION_BITS = 256  # fractional bits of |x| * 2/pi kept
 _TWO_OVER_PI_BITS = 424  # 104 (largest exponent) + 256 + 64 guard bits
@@ -134,27 +137,52 @@ def _sin_cos_words(r_hi: Any, r_lo: Any, ops: Fp32Arithmetic) -> tuple[Any, Any,
     return (*fast_two_sum(r_hi, sine_tail, ops), *fast_two_sum(w, ops.add(error_w, tail), ops))
 
 
-def _evaluate(x, which: str) -> np.ndarray:
-    x = np.asarray(sf.as_bits(x, FP32, "x"), np.uint32)
-    ops = EMULATED
-    quadrant, r_hi, r_lo = reduce_half_pi(x)
-    words = [np.asarray(v, np.uint32) for v in _sin_cos_words(r_hi, r_lo, ops)]
-    sine, cosine = words[0], words[2]
-    sign = np.uint32(FP32.sign_mask)
-    odd = (quadrant & 1) == 1
+def _quadrant_steps(x: Any, quadrant: Any, r_hi: Any, r_lo: Any, ops: Fp32Arithmetic, which: str) -> Any:
+    """Steps 2 and 3 of the module docstring for sin, cos or tan (``which``) of ``x`` reduced to
+    ``quadrant`` (an FP32 value whose bits are q mod 4) and ``r_hi + r_lo``."""
+    sine, sine_lo, cosine, cosine_lo = _sin_cos_words(r_hi, r_lo, ops)
+    q = ops.bits(quadrant)
+    odd = (q & 1) == 1
     if which == "tan":
-        result = np.where(odd, ops.neg(np.asarray(_quotient(words[2], words[3], words[0], words[1], ops))),
-                          np.asarray(_quotient(*words, ops)))
-        negate = np.zeros(x.shape, bool)
-    elif which == "sin":
-        result, negate = np.where(odd, cosine, sine), quadrant >= 2
+        result = ops.where(odd, ops.neg(_quotient(cosine, cosine_lo, sine, sine_lo, ops)),
+                           _quotient(sine, sine_lo, cosine, cosine_lo, ops))
     else:
-        result, negate = np.where(odd, sine, cosine), (quadrant == 1) | (quadrant == 2)
-    result = np.where(negate, result ^ sign, result)
-    if which != "cos":
-        result = result ^ (x & sign)
-    special = (x & np.uint32(FP32.magnitude_mask)) >= np.uint32(FP32.inf)
-    return np.where(special, NAN, result).astype(np.uint32)
+        result = ops.where(odd, cosine, sine) if which == "sin" else ops.where(odd, sine, cosine)
+        negate = (q >= 2) if which == "sin" else (q == 1) | (q == 2)
+        result = ops.where(negate, ops.neg(result), result)
+    x_bits = ops.bits(x)
+    if which != "cos":  # odd functions: the sign of x put back
+        result = ops.from_bits(ops.bits(result) ^ (x_bits & FP32.sign_mask))
+    special = (x_bits & FP32.magnitude_mask) >= FP32.inf
+    return ops.where(special, ops.const(NAN), result)
+
+
+def sin_steps(x: Any, quadrant: Any, r_hi: Any, r_lo: Any, ops: Fp32Arithmetic) -> Any:
+    """sin x from its reduction (:func:`reduce_half_pi`), for FP32 values of ``ops``' side."""
+    return _quadrant_steps(x, quadrant, r_hi, r_lo, ops, "sin")
+
+
+def cos_steps(x: Any, quadrant: Any, r_hi: Any, r_lo: Any, ops: Fp32Arithmetic) -> Any:
+    """cos x from its reduction (:func:`reduce_half_pi`), for FP32 values of ``ops``' side."""
+    return _quadrant_steps(x, quadrant, r_hi, r_lo, ops, "cos")
+
+
+def tan_steps(x: Any, quadrant: Any, r_hi: Any, r_lo: Any, ops: Fp32Arithmetic) -> Any:
+    """tan x from its reduction (:func:`reduce_half_pi`), for FP32 values of ``ops``' side.
+
+    >>> x = sf.fp32.from_float(np.array([1.0]))
+    >>> sf.hex(tan_steps(x, *(np.asarray(p, np.uint32) for p in reduce_half_pi(x)), EMULATED))
+    '[0x3fc75923]'
+    """
+    return _quadrant_steps(x, quadrant, r_hi, r_lo, ops, "tan")
+
+
+def _evaluate(x, steps) -> np.ndarray:
+    """``steps`` (sin_steps, cos_steps or tan_steps) of FP32 patterns: the reduction in integers,
+    then the step program compiled (softfloat16.fp32compiled)."""
+    x = np.asarray(sf.as_bits(x, FP32, "x"), np.uint32)
+    quadrant, r_hi, r_lo = reduce_half_pi(x)
+    return compiled(steps)(x, quadrant.astype(np.uint32), r_hi, r_lo)
 
 
 def sin(x) -> np.ndarray:
@@ -163,7 +191,7 @@ def sin(x) -> np.ndarray:
     >>> sf.fp32.to_float(sin(sf.fp32.from_float(np.array([0.0, -0.0, 1.0, 3.0, 1e30, np.inf])))).tolist()
     [0.0, -0.0, 0.8414709568023682, 0.14112000167369843, -0.791163444519043, nan]
     """
-    return _evaluate(x, "sin")
+    return _evaluate(x, sin_steps)
 
 
 def cos(x) -> np.ndarray:
@@ -172,7 +200,7 @@ def cos(x) -> np.ndarray:
     >>> sf.fp32.to_float(cos(sf.fp32.from_float(np.array([0.0, 1.0, 3.0, 1e30])))).tolist()
     [1.0, 0.5403022766113281, -0.9899924993515015, -0.6116048097610474]
     """
-    return _evaluate(x, "cos")
+    return _evaluate(x, cos_steps)
 
 
 def tan(x) -> np.ndarray:
@@ -181,4 +209,4 @@ def tan(x) -> np.ndarray:
     >>> sf.fp32.to_float(tan(sf.fp32.from_float(np.array([0.0, 1.0, -1.0])))).tolist()
     [0.0, 1.5574077367782593, -1.5574077367782593]
     """
-    return _evaluate(x, "tan")
+    return _evaluate(x, tan_steps)

@@ -5,7 +5,9 @@ Every step is an FP32 operation of the emulator on operands widened from the ten
 and the result is rounded once into the output's format. exp and log are the emulated FP32
 algorithms of :mod:`softfloat16.fp32math` (bit-exact to that definition, not to a vendor's
 libm). Sums along the softmax dimension accumulate in FP32 in the machine's order, over the
-elements in index order.
+elements in index order. The steps of sigmoid, and softmax's subtraction with its exp, run as one
+compiled program each, and so do log_softmax's backward steps (softfloat16.fp32compiled: the same FP32
+operations, one call).
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import numpy as np
 import torch
 
 from .. import fp32math
+from ..fp32compiled import compiled, step_options
+from ..fp32math import exp_steps
 from .elementwise import ONE32, _unary
 from .machine import FP32, Machine
 from .operands import meta_call
@@ -23,6 +27,22 @@ from .tensors import DTYPE_FORMATS, bits, from_bits, is_emulated
 __all__ = ["exp32", "log32"]
 
 exp32, log32 = fp32math.exp, fp32math.log
+
+
+def sigmoid_steps(x, ops, steps):
+    """``1 / (1 + exp(-x))``: the emulated exp, then the machine's FP32 steps (``steps``)."""
+    one = ops.const(ONE32)
+    return steps.div(one, steps.add(one, exp_steps(ops.neg(x), ops)))
+
+
+def exp_shifted_steps(x, top, ops, steps):
+    """``exp(x - top)``: the machine's FP32 subtraction, then the emulated exp (softmax's numerators)."""
+    return exp_steps(steps.sub(x, top), ops)
+
+
+def log_softmax_grad_steps(grad, y, total, ops, steps):
+    """``grad - exp(y) * total``: the emulated exp, then the machine's FP32 steps (log_softmax's backward)."""
+    return steps.sub(grad, steps.mul(exp_steps(y, ops), total))
 
 
 @implements("exp")
@@ -40,8 +60,8 @@ def log(machine, func, args, kwargs):
 @implements("sigmoid")
 def sigmoid(machine, func, args, kwargs):
     """``1 / (1 + exp(-x))`` in three FP32 steps, rounded once into the format."""
-    return _unary(machine, func, args, kwargs,
-                  lambda x: machine.div(ONE32, machine.add(ONE32, exp32(machine.neg(x)))))
+    program, options = compiled(sigmoid_steps), step_options(**machine.step)
+    return _unary(machine, func, args, kwargs, lambda x: program(x, step_options=options))
 
 
 @implements("sigmoid_backward", inplace=False)
@@ -65,7 +85,7 @@ def sigmoid_backward(machine, func, args, kwargs):
 
 def _rows32(machine: Machine, x: torch.Tensor, dim: int) -> tuple[np.ndarray, tuple]:
     """FP32 patterns of ``x`` as (rows, size of dim), the dimension moved last; and the moved shape."""
-    moved = x.movedim(dim, -1) if x.dim() else x.reshape(1)
+    moved = x if dim == x.dim() - 1 else x.movedim(dim, -1) if x.dim() else x.reshape(1)
     fmt = DTYPE_FORMATS[x.dtype]
     return machine.widen(bits(moved), fmt).reshape(-1, moved.shape[-1]), tuple(moved.shape)
 
@@ -74,6 +94,8 @@ def _back(machine: Machine, rows32: np.ndarray, moved_shape: tuple, dim: int, dt
           like: torch.Tensor) -> torch.Tensor:
     """Rows of FP32 results rounded into ``dtype``, in ``like``'s shape (dim moved back)."""
     result = from_bits(machine.narrow(rows32, DTYPE_FORMATS[dtype]), dtype, moved_shape)
+    if dim == like.dim() - 1:  # the last dimension: already in place
+        return result
     return result.movedim(-1, dim).contiguous() if like.dim() else result.reshape(())
 
 
@@ -81,12 +103,12 @@ def _dim(x: torch.Tensor, dim: int) -> int:
     return dim % x.dim() if x.dim() else 0
 
 
-def _shifted(machine: Machine, x: torch.Tensor, dim: int):
+def _rows_top(machine: Machine, x: torch.Tensor, dim: int):
+    """(rows of FP32 patterns, their maxima as a column, the moved shape): softmax's operands."""
     rows, shape = _rows32(machine, x, dim)
     if rows.shape[1] == 0:
         raise NotEmulated("softmax over an empty dimension")
-    top = row_extreme(machine, rows, FP32, largest=True)
-    return machine.sub(rows, top[:, None]), shape
+    return rows, row_extreme(machine, rows, FP32, largest=True)[:, None], shape
 
 
 def _softmax_setup(func, args, kwargs):
@@ -102,8 +124,8 @@ def softmax(machine, func, args, kwargs):
     x, dim, dtype = _softmax_setup(func, args, kwargs)
     if not is_emulated(x.dtype):
         return func(*args, **kwargs)
-    shifted, shape = _shifted(machine, x, dim)
-    exps = exp32(shifted)
+    rows, top, shape = _rows_top(machine, x, dim)
+    exps = compiled(exp_shifted_steps)(rows, top, step_options=step_options(**machine.step))
     total = row_sums(machine, exps, FP32, accumulate=FP32)
     return _back(machine, machine.div(exps, total[:, None]), shape, dim, dtype, x)
 
@@ -114,7 +136,8 @@ def log_softmax(machine, func, args, kwargs):
     x, dim, dtype = _softmax_setup(func, args, kwargs)
     if not is_emulated(x.dtype):
         return func(*args, **kwargs)
-    shifted, shape = _shifted(machine, x, dim)
+    rows, top, shape = _rows_top(machine, x, dim)
+    shifted = machine.sub(rows, top)
     total = row_sums(machine, exp32(shifted), FP32, accumulate=FP32)
     return _back(machine, machine.sub(shifted, log32(total)[:, None]), shape, dim, dtype, x)
 
@@ -149,7 +172,8 @@ def log_softmax_backward(machine, func, args, kwargs):
         return func(*args, **kwargs)
     grad, y, shape, dim, dtype = found
     total = row_sums(machine, grad, FP32, accumulate=FP32)
-    return _back(machine, machine.sub(grad, machine.mul(exp32(y), total[:, None])), shape, dim, dtype, args[1])
+    result = compiled(log_softmax_grad_steps)(grad, y, total[:, None], step_options=step_options(**machine.step))
+    return _back(machine, result, shape, dim, dtype, args[1])
 
 
 _NONE, _MEAN, _SUM = 0, 1, 2  # torch's Reduction enum
