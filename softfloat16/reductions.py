@@ -276,11 +276,10 @@ def sum(  # noqa: A001 - sf.linalg.sum, as the API names it
     k = int(np.prod([bits.shape[d] for d in axes], dtype=np.int64))
     fast = _holds(fmt, accumulate)
     kernel = _kernel_name(order, fast, m, k)
-    if order in ("sequential", "pairwise"):  # the host's arithmetic where it gives these bits
+    if order in ("sequential", "pairwise") and m >= host_gemm.SUM_MIN_RESULTS:  # the host's arithmetic
         leading = axes == tuple(range(len(axes)))  # (k, m) without a copy: a column per sum
         layout = _layout(bits, axes, "sequential_lanes" if leading else order)
-        totals = host_gemm.sums(layout, fmt, accumulate, order, mode, leading) if (
-            m >= host_gemm.SUM_MIN_RESULTS) else None
+        totals = host_gemm.sums(layout, fmt, accumulate, order, mode, leading)
         if totals is not None:
             return _finish(_rounded(totals, out_format, rounding), out_format, shape)
     terms = _carrier(_layout(bits, axes, kernel), fmt, accumulate, fast)

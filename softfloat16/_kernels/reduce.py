@@ -380,3 +380,29 @@ def products(a, b, out, a_ebits, a_fbits, a_encoding, b_ebits, b_fbits, b_encodi
         cls_b, sign_b, exp_b, sig_b = unpack(b[i], b_ebits, b_fbits, b_encoding, False)
         cls, sign, exp, sig = product(cls_a, sign_a, exp_a, sig_a, cls_b, sign_b, exp_b, sig_b)
         out[i] = pack_result(cls, sign, exp, sig, c_ebits, c_fbits, 0)
+
+
+@njit(cache=True, error_model="numpy")
+def row_extremes(rows, nan, nan_above, signed, sign_mask, magnitude_mask, largest, chosen, first_nan):
+    """For each row of ``rows`` (patterns, (m, k)): chosen[i] = its first largest (``largest``) or
+    smallest non-NaN pattern by value, -0 below +0 (the row's first pattern when every one is NaN),
+    and first_nan[i] = the index of its first NaN, -1 without one. The NaNs: the patterns whose
+    magnitude is above ``nan_above`` (IEEE formats: infinity's pattern), or where ``nan_above`` < 0
+    the mask ``nan`` (rows' shape). ``signed``: sign-magnitude patterns (``sign_mask``,
+    ``magnitude_mask``), else unsigned codes."""
+    m, k = rows.shape
+    for i in range(m):
+        best, best_key, found = -1, np.int64(0), -1
+        for j in range(k):
+            if (np.int64(rows[i, j]) & magnitude_mask) > nan_above if nan_above >= 0 else nan[i, j]:
+                if found < 0:
+                    found = j
+                continue
+            p = np.int64(rows[i, j])
+            key = p
+            if signed:
+                key = -(p & magnitude_mask) - 1 if p & sign_mask else p & magnitude_mask
+            if best < 0 or (key > best_key if largest else key < best_key):
+                best, best_key = j, key
+        chosen[i] = rows[i, max(best, 0)]
+        first_nan[i] = found

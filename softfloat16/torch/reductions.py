@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 import softfloat16 as sf
+from softfloat16._kernels.reduce import row_extremes
 from softfloat16.formats import Format
 
 from .elementwise import maximum
@@ -47,28 +48,25 @@ def row_sums(machine: Machine, patterns: np.ndarray, fmt: Format, accumulate: Fo
     return np.asarray(total)[:, 0]
 
 
+_NO_MASK = np.zeros((1, 1), np.bool_)
+
+
 def row_extreme(machine: Machine, rows: np.ndarray, fmt: Format, largest: bool = True) -> np.ndarray:
     """The largest (smallest) pattern of each row of an (m, k) array, k >= 1: exact selection with
-    ``-0 < +0``; a row holding a NaN gives the profile's NaN of its first NaN."""
-    nan = fmt.is_nan(rows)
-    sentinel = np.iinfo(np.int64).min if largest else np.iinfo(np.int64).max
-    key = np.where(nan, sentinel, _order_key(rows, fmt))
-    chosen = np.argmax(key, axis=1) if largest else np.argmin(key, axis=1)
-    result = rows[np.arange(rows.shape[0]), chosen]
-    has_nan = nan.any(axis=1)
+    ``-0 < +0`` (_kernels.reduce.row_extremes); a row holding a NaN gives the profile's NaN of its
+    first NaN."""
+    rows = np.ascontiguousarray(rows)
+    result, first = np.empty(rows.shape[0], rows.dtype), np.empty(rows.shape[0], np.int64)
+    if fmt.ieee_like:  # the NaNs: every magnitude above infinity's
+        row_extremes(rows, _NO_MASK, fmt.inf, fmt.signed, fmt.sign_mask, fmt.magnitude_mask, largest, result, first)
+    else:
+        row_extremes(rows, np.ascontiguousarray(fmt.is_nan(rows)), -1, fmt.signed, fmt.sign_mask,
+                     fmt.magnitude_mask, largest, result, first)
+    has_nan = first >= 0
     if has_nan.any():
-        first = rows[np.arange(rows.shape[0]), np.argmax(nan, axis=1)]
-        result = np.where(has_nan, machine.propagate_nan(fmt, first), result)
+        first_nan = rows[np.arange(rows.shape[0]), np.maximum(first, 0)]
+        result = np.where(has_nan, machine.propagate_nan(fmt, first_nan), result)
     return result
-
-
-def _order_key(patterns: np.ndarray, fmt: Format) -> np.ndarray:
-    """Integers ordered as the (non-NaN) values are, with -0 just below +0."""
-    patterns = patterns.astype(np.int64)
-    if not fmt.signed:
-        return patterns
-    magnitude = patterns & fmt.magnitude_mask
-    return np.where(patterns & fmt.sign_mask, -magnitude - 1, magnitude)
 
 
 def _dims(x: torch.Tensor, dim) -> list[int]:
