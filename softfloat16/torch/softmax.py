@@ -40,6 +40,11 @@ def exp_shifted_steps(x, top, ops, steps):
     return exp_steps(steps.sub(x, top), ops)
 
 
+def quotient_steps(x, total, ops, steps):
+    """``x / total``: the machine's FP32 division (softmax's quotients, one compiled call)."""
+    return steps.div(x, total)
+
+
 def log_softmax_grad_steps(grad, y, total, ops, steps):
     """``grad - exp(y) * total``: the emulated exp, then the machine's FP32 steps (log_softmax's backward)."""
     return steps.sub(grad, steps.mul(exp_steps(y, ops), total))
@@ -125,9 +130,10 @@ def softmax(machine, func, args, kwargs):
     if not is_emulated(x.dtype):
         return func(*args, **kwargs)
     rows, top, shape = _rows_top(machine, x, dim)
-    exps = compiled(exp_shifted_steps)(rows, top, step_options=step_options(**machine.step))
+    options = step_options(**machine.step)
+    exps = compiled(exp_shifted_steps)(rows, top, step_options=options)
     total = row_sums(machine, exps, FP32, accumulate=FP32)
-    return _back(machine, machine.div(exps, total[:, None]), shape, dim, dtype, x)
+    return _back(machine, compiled(quotient_steps)(exps, total[:, None], step_options=options), shape, dim, dtype, x)
 
 
 @implements("_log_softmax", inplace=False)
