@@ -389,8 +389,9 @@ def row_extremes(rows, nan, nan_above, signed, sign_mask, magnitude_mask, larges
     and first_nan[i] = the index of its first NaN, -1 without one. The NaNs: the patterns whose
     magnitude is above ``nan_above`` (IEEE formats: infinity's pattern), or where ``nan_above`` < 0
     the mask ``nan`` (rows' shape). ``signed``: sign-magnitude patterns (``sign_mask``,
-    ``magnitude_mask``), else unsigned codes."""
+    ``magnitude_mask``), else unsigned codes. Returns whether any row holds a NaN."""
     m, k = rows.shape
+    any_nan = False
     for i in range(m):
         best, best_key, found = -1, np.int64(0), -1
         for j in range(k):
@@ -406,3 +407,5 @@ def row_extremes(rows, nan, nan_above, signed, sign_mask, magnitude_mask, larges
                 best, best_key = j, key
         chosen[i] = rows[i, max(best, 0)]
         first_nan[i] = found
+        any_nan = any_nan or found >= 0
+    return any_nan

@@ -7,6 +7,8 @@ rounds once (what torch 2.13 CPU does for half and bfloat16).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -58,14 +60,14 @@ def row_extreme(machine: Machine, rows: np.ndarray, fmt: Format, largest: bool =
     rows = np.ascontiguousarray(rows)
     result, first = np.empty(rows.shape[0], rows.dtype), np.empty(rows.shape[0], np.int64)
     if fmt.ieee_like:  # the NaNs: every magnitude above infinity's
-        row_extremes(rows, _NO_MASK, fmt.inf, fmt.signed, fmt.sign_mask, fmt.magnitude_mask, largest, result, first)
+        any_nan = row_extremes(rows, _NO_MASK, fmt.inf, fmt.signed, fmt.sign_mask, fmt.magnitude_mask, largest,
+                               result, first)
     else:
-        row_extremes(rows, np.ascontiguousarray(fmt.is_nan(rows)), -1, fmt.signed, fmt.sign_mask,
-                     fmt.magnitude_mask, largest, result, first)
-    has_nan = first >= 0
-    if has_nan.any():
+        any_nan = row_extremes(rows, np.ascontiguousarray(fmt.is_nan(rows)), -1, fmt.signed, fmt.sign_mask,
+                               fmt.magnitude_mask, largest, result, first)
+    if any_nan:
         first_nan = rows[np.arange(rows.shape[0]), np.maximum(first, 0)]
-        result = np.where(has_nan, machine.propagate_nan(fmt, first_nan), result)
+        result = np.where(first >= 0, machine.propagate_nan(fmt, first_nan), result)
     return result
 
 
@@ -79,10 +81,9 @@ def _dims(x: torch.Tensor, dim) -> list[int]:
 
 def _rows(x: torch.Tensor, dims: list[int]) -> np.ndarray:
     """``x``'s patterns as an (m, k) array: kept dimensions first, reduced ones last."""
-    kept = [d for d in range(x.dim()) if d not in dims]
-    moved = x.permute(*kept, *dims) if x.dim() else x
-    count = int(np.prod([x.shape[d] for d in dims])) if dims else 1
-    return bits(moved).reshape(-1, count)
+    order = [d for d in range(x.dim()) if d not in dims] + list(dims)
+    moved = x.permute(*order) if order != list(range(x.dim())) else x  # (no view for trailing dims)
+    return bits(moved).reshape(-1, math.prod(x.shape[d] for d in dims))
 
 
 def _sum_args(func, args, kwargs):
