@@ -154,6 +154,36 @@ def test_cdist_matrix_product_form_fp32_is_close():
     assert (emulated.double() - exact).abs().max() < 1e-5 * exact.max()
 
 
+@pytest.mark.parametrize("m", [2, 3, 5, 6, 7, 9, 14])
+def test_cdist_p2_direct_kernel_widths(m):
+    """torch's compiled p = 2 loop: four coordinates a turn with the square rounded, the last
+    ``m mod 4`` fused into ``fma(d, d, agg)``; widths with every remainder."""
+    generator = torch.Generator().manual_seed(m)
+    x1, x2 = torch.randn(20, m, generator=generator), torch.randn(15, m, generator=generator)
+    native = torch.cdist(x1, x2, 2.0, "donot_use_mm_for_euclid_dist")
+    emulated = _emulated(lambda: torch.cdist(x1, x2, 2.0, "donot_use_mm_for_euclid_dist"))
+    assert _mismatches(native, emulated) == 0
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.0, math.inf])
+@pytest.mark.parametrize(("batch", "r1", "r2", "m"), [(2, 6, 5, 37), (1, 7, 9, 8), (3, 4, 20, 3)])
+def test_cdist_backward_matches_torch(batch, r1, r2, m, p):
+    """``_cdist_backward`` (both operands' gradients) through autograd, zero distances included."""
+    generator = torch.Generator().manual_seed(6)
+    x1, x2 = torch.randn(batch, r1, m, generator=generator), torch.randn(r2, m, generator=generator)
+    x1[0, 0] = x2[0]
+    x2[1, 2] = x1[0, 1, 2]
+    grad = torch.randn(batch, r1, r2, generator=generator)
+    results = []
+    for emulated in (False, True):
+        a, b = x1.clone().requires_grad_(), x2.clone().requires_grad_()
+        with sft.emulate(strict=True) if emulated else torch.enable_grad():
+            torch.cdist(a, b, p, "donot_use_mm_for_euclid_dist").backward(grad)
+        results.append((a.grad, b.grad))
+    for native, emulated in zip(*results):
+        assert _mismatches(native, emulated) == 0
+
+
 def test_cdist_refusals():
     x = torch.ones(3, 4, dtype=torch.bfloat16)
     with pytest.raises(NotEmulatedError, match="direct cdist kernel"), sft.emulate(strict=True):

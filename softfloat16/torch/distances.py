@@ -8,7 +8,9 @@ emulated as it is on its own (docs/torch.md). ``_cdist_forward`` takes torch's o
 either operand has more than 25 rows), else torch's direct kernel, which torch has for FP32 only:
 per output, ``agg = 0``, then for each coordinate ``agg = agg + map(|a - b|)`` in FP32 steps
 (``map``: ``d * d`` for p = 2, ``d`` for p = 1, ``min(ceil(d), 1)`` for p = 0; p = inf takes
-``agg < d ? d : agg``), finished by ``sqrt`` (p = 2). ``renorm`` takes the norms of the slices
+``agg < d ? d : agg``), finished by ``sqrt`` (p = 2). For p = 2 the compiled loop takes the
+coordinates four at a time with the square rounded, and fuses ``agg + d * d`` into one fma for the
+last ``m mod 4`` (measured on every width from 1 to 20). ``renorm`` takes the norms of the slices
 (``linalg_vector_norm`` over every dimension but ``dim``, in FP32 for 16-bit tensors), the factor
 ``norm > maxnorm ? maxnorm / (norm + 1e-7) : 1`` in FP32 (rounded into the tensor's dtype), and
 multiplies.
@@ -20,12 +22,13 @@ import math
 import numpy as np
 import torch
 
+from .machine import FP32
 from .operands import is_scalar
 from .opmath import ARITHMETIC, constant32, result32, widen32
 from .registry import NotEmulated, aten, aten_arg, emulation, implements
 from .tensors import is_emulated
 
-__all__ = ["cdist_forward", "dist", "euclidean_dist", "renorm"]
+__all__ = ["cdist_backward", "cdist_forward", "dist", "euclidean_dist", "renorm"]
 
 _ONE32 = constant32(1.0)
 
@@ -104,10 +107,14 @@ def cdist_forward(machine, func, args, kwargs):
     a32, b32 = widen32(machine, a.contiguous()), widen32(machine, b.contiguous())
     difference = np.asarray(machine.sub(a32[:, :, None, :], b32[:, None, :, :])) & np.uint32(0x7FFFFFFF)
     agg = np.zeros(difference.shape[:-1], np.uint32)
+    unrolled = m - m % 4  # GCC's loop: 4 coordinates a turn, then the rest one by one
     for k in range(m):
         d = difference[..., k]
         if p == math.inf:
             agg = np.where(agg.view(np.float32) < d.view(np.float32), d, agg)
+            continue
+        if p == 2 and k >= unrolled:  # the remainder loop fuses agg + d * d (measured)
+            agg = np.asarray(machine.fma(d, d, agg))
             continue
         if p == 0:
             d = np.where(d.view(np.float32) > 0, _ONE32, d)  # min(ceil(d), 1) of d >= 0 (NaN stays)
@@ -117,6 +124,54 @@ def cdist_forward(machine, func, args, kwargs):
     if p == 2:
         agg = machine.sqrt(agg)
     return result32(machine, agg, torch.float32, shape)
+
+
+def _sign32(machine, d: np.ndarray) -> np.ndarray:
+    """torch's vectorised ``sign`` of FP32 patterns: 1, -1, +0 for a zero, NaN for a NaN."""
+    values = d.view(np.float32)
+    nan = np.asarray(machine.propagate_nan(FP32, d))
+    return np.where(values > 0, _ONE32, np.where(values < 0, constant32(-1.0),
+                                                 np.where(np.isnan(values), nan, np.uint32(0)))).astype(np.uint32)
+
+
+@implements("_cdist_backward", inplace=False)
+def cdist_backward(machine, func, args, kwargs):
+    """The gradient of torch's direct cdist kernel with respect to ``x1`` (FP32; p 0, 1, 2, inf),
+    as its CPU kernel computes it: per row ``i`` of ``x1``, from +0, ``res = res + term`` for each row
+    ``j`` of ``x2`` in order, ``term`` of ``diff = x1[i] - x2[j]``: ``grad * sign(diff)`` (p = 1),
+    ``dist == 0 ? 0 : grad * diff / dist`` (p = 2), ``grad * sign(diff) * (1 - min(1, ceil(||diff| -
+    dist|)))`` (p = inf), 0 (p = 0). ``x2``'s gradient is the same op with the operands swapped."""
+    _no_out(func, kwargs)
+    grad, x1, x2, p, distances = args[0], args[1], args[2], float(args[3]), args[4]
+    if any(t.dtype != torch.float32 for t in (grad, x1, x2, distances)):
+        raise NotEmulated(f"{func}: torch's cdist backward kernel is FP32 only here (got {x1.dtype})")
+    if p not in (0.0, 1.0, 2.0, math.inf):
+        raise NotEmulated(f"{func}: p = {p} (emulated: 0, 1, 2, inf)")
+    r1, r2, m = x1.shape[-2], x2.shape[-2], x1.shape[-1]
+    batch = tuple(torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
+    if r1 == 0 or r2 == 0 or m == 0 or math.prod(batch) == 0:
+        return torch.zeros_like(x1)
+    a = widen32(machine, x1.expand(*batch, r1, m).contiguous()).reshape(-1, r1, m)
+    b = widen32(machine, x2.expand(*batch, r2, m).contiguous()).reshape(-1, r2, m)
+    g = widen32(machine, grad.contiguous()).reshape(-1, r1, r2)
+    dist32 = widen32(machine, distances.contiguous()).reshape(-1, r1, r2)
+    res = np.zeros(a.shape, np.uint32)
+    if p != 0:
+        for j in range(r2):
+            diff = np.asarray(machine.sub(a, b[:, j:j + 1, :]))
+            gj, dj = g[:, :, j:j + 1], dist32[:, :, j:j + 1]
+            if p == 2:
+                term = machine.div(machine.mul(gj, diff), dj)
+                term = np.where(dj.view(np.float32) == 0, np.uint32(0), term)
+            else:
+                term = np.asarray(machine.mul(gj, _sign32(machine, diff)))
+                if p == math.inf:
+                    gap = np.asarray(machine.sub(diff & np.uint32(0x7FFFFFFF), dj)) & np.uint32(0x7FFFFFFF)
+                    above = gap.view(np.float32) > 0  # ceil(gap) >= 1: min(1, ceil) = 1, 1 - 1 = 0
+                    keep = np.where(np.isnan(gap.view(np.float32)), gap, np.where(above, np.uint32(0), _ONE32))
+                    term = machine.mul(term, keep)
+            res = np.asarray(machine.add(res, term))
+    return result32(machine, res, torch.float32, (*batch, r1, m))
 
 
 @implements("renorm")
