@@ -1,5 +1,5 @@
-"""torch's fused optimizer steps (``torch.optim.Adam/AdamW/SGD(fused=True)``): ``_fused_adam_``,
-``_fused_adamw_``, ``_fused_sgd_``, written as torch 2.13's CPU kernels compute them.
+"""torch's fused optimizer steps (``torch.optim.Adam/AdamW/Adagrad/SGD(fused=True)``): ``_fused_adam_``,
+``_fused_adamw_``, ``_fused_adagrad_``, ``_fused_sgd_``, written as torch 2.13's CPU kernels compute them.
 
 Each tensor of the lists is updated element by element in FP32 ("opmath": float16/bfloat16
 parameters, gradients and states are widened exactly, the results rounded once into their dtype
@@ -22,12 +22,12 @@ import math
 import numpy as np
 import torch
 
-from .machine import FP32, Machine
+from .machine import FP32, Machine, scalar_bits
 from .opmath import ARITHMETIC, constant32
 from .registry import NotEmulated, aten_arg, implements
 from .tensors import DTYPE_FORMATS, bits, from_bits
 
-__all__ = ["fused_adam", "fused_sgd"]
+__all__ = ["fused_adagrad", "fused_adam", "fused_sgd"]
 
 #: Elements per vector of torch's fused optimizer loops, by element size (measured: the FP32 and
 #: the 16-bit ``v`` update differ between the loops, and these boundaries match torch's results);
@@ -238,3 +238,53 @@ def _sgd_tensor(machine, param, grad, buffer, weight_decay, momentum, lr, dampen
         _store(machine, buffer, b)
         g = np.asarray(machine.fma(b, mom, g)) if nesterov else b
     _store(machine, param, machine.fma(g, constant32(-lr), p))
+
+
+@implements("_fused_adagrad_", inplace=False)
+def fused_adagrad(machine, func, args, kwargs):
+    """``_fused_adagrad_`` (``Adagrad(fused=True)``): per element in FP32, ``g = grad / grad_scale``;
+    ``-g`` if maximize; ``g = fma(p, wd, g)``; ``sum = fma(g, g, sum)``; ``p = p - (clr * g) /
+    (sqrt(sum) + eps)`` with ``clr = lr / (1 + (step - 1) * lr_decay)`` in double. The 16-bit
+    vectorised loop rounds ``wd``, ``eps`` and ``clr`` into the parameter's format first."""
+    op = func.overloadpacket.__name__
+    names = ("self", "grads", "state_sums", "state_steps")
+    params, grads, sums, steps = (list(aten_arg(args, kwargs, i, name, ())) for i, name in enumerate(names))
+    for role, tensors in (("grads", grads), ("state_sums", sums), ("state_steps", steps)):
+        if len(tensors) != len(params):
+            raise RuntimeError(f"{op}: {len(tensors)} {role} for {len(params)} parameters")
+    scale, skip = _scale_and_skip(kwargs, op)
+    lr, lr_decay = _learning_rate(kwargs), float(kwargs["lr_decay"])
+    weight_decay, eps, maximize = float(kwargs["weight_decay"]), float(kwargs["eps"]), bool(kwargs["maximize"])
+    for i, param in enumerate(params):
+        if param.dtype not in ARITHMETIC:
+            raise NotEmulated(f"{op}: a parameter of dtype {param.dtype}")
+        _checked([param, grads[i], sums[i]], "a tensor", param, op)
+    if skip:
+        return None
+    for i, param in enumerate(params):
+        step = float(steps[i].reshape(-1)[0].item())
+        clr = lr / (1.0 + (step - 1.0) * lr_decay)
+        _adagrad_tensor(machine, param, grads[i], sums[i], clr, weight_decay, eps, maximize, scale)
+    return None
+
+
+def _adagrad_tensor(machine, param, grad, state_sum, clr, weight_decay, eps, maximize, scale):
+    v = _vector_count(param)
+    fmt = DTYPE_FORMATS[param.dtype]
+
+    def constants(value):  # (vectorised loop's, scalar loop's): Vec(scalar_t(x)) rounds into a 16-bit format
+        single = constant32(value)
+        return np.asarray(machine.widen(scalar_bits(value, fmt), fmt)) if fmt is not FP32 else single, single
+
+    p, g, s = _widened(machine, param), _widened(machine, grad), _widened(machine, state_sum)
+    g = _unscaled(machine, grad, g, scale)
+    if maximize:
+        g = _negated(machine, g, v)
+    if weight_decay != 0:
+        g = _joined(*(machine.fma(p, c, g) for c in constants(weight_decay)), v)
+    s = np.asarray(machine.fma(g, g, s))
+    _store(machine, state_sum, s)
+    root = machine.sqrt(s)
+    vector, tail = (machine.sub(p, machine.div(machine.mul(c, g), machine.add(root, e)))
+                    for c, e in zip(constants(clr), constants(eps)))
+    _store(machine, param, _joined(vector, tail, v))
