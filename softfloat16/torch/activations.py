@@ -505,3 +505,29 @@ def logit_backward(machine, func, args, kwargs):
     inside = np.asarray(fmt.le(lo, x)) & np.asarray(fmt.le(x, hi))
     value = fmt.div(g, fmt.mul(x, fmt.sub(one, x, **step), **step), **step)
     return from_bits(np.where(inside, value, outside).astype(fmt.dtype), out.dtype, out.shape)
+
+
+@implements("logit")
+def logit(machine, func, args, kwargs):
+    """``log(x / (1 - x))``, with ``eps`` (a double converted to the format) ``x`` first clamped to
+    ``[eps, 1 - eps]`` (``1 - eps`` rounded into the format; no ``eps``, or one below 0 in the
+    format: no clamp). The quotient in the tensor's arithmetic, as torch CPU's kernel forms it
+    (FP16, BF16: each of the two operations rounded into the format; FP32 steps), then the
+    emulated FP32 log, rounded once into the format."""
+    _no_out(func, kwargs)
+    out = elementwise_result(func, args[:1], {})
+    if not is_emulated(out.dtype):
+        return _native(func, args, kwargs)
+    if out.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise NotEmulated(f"{func} of {out.dtype} (torch CPU has no such kernel)")
+    fmt, step = DTYPE_FORMATS[out.dtype], machine.step
+    x = np.broadcast_to(operand_bits(machine, args[0], out.dtype), out.shape)
+    eps = aten_arg(args, kwargs, 1, "eps")
+    one, zero = fmt.dtype(fmt.one), fmt.dtype(0)
+    lo = scalar_bits(-1.0 if eps is None else eps, fmt, machine.nan)
+    if not fmt.lt(lo, zero):
+        hi = fmt.sub(one, lo, **step)
+        x = np.where(np.asarray(fmt.lt(x, lo)), lo, np.where(np.asarray(fmt.lt(hi, x)), hi, x)).astype(fmt.dtype)
+    quotient = fmt.div(x, fmt.sub(one, x, **step), **step)
+    log = _with_nan(machine, fp32math.log)(machine.widen(quotient, fmt))
+    return from_bits(machine.narrow(log, fmt), out.dtype, out.shape)

@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (register their ops)
     activations, amp, attention, channel_norms, conv, cumulative, division, dropout, elementwise, foreach, grouped,
     linear, log1p, losses, normalization, norms, pooling, ranges, reductions, rnn, scatter, softmax, trig)
 from . import smooth_losses  # noqa: F401  (registers its ops)
+from . import distances, fused_optim, weight_norm  # noqa: F401  (register their ops)
 from .machine import Machine
 from .recipes import OpRoles
 from . import registry
