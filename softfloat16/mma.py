@@ -165,9 +165,15 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     out = np.empty((rows, cols), np.int64)
     # Every adder runs in SIMD lanes where they are exact (the same bits), else in the scalar kernel.
     params = model_params(p.model, p.block)
-    gemm_of = mma_lanes_amd.mma_gemm if params[0] in mma_lanes_amd.ADDERS else mma_lanes.mma_gemm
-    gemm_of(_decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b), c_bits, c is not None, _layout(p.c),
-            _layout(p.d), sa, sb, out, params)
+
+    def decoded():  # (A, B.T) decoded: what the scalar kernel reads
+        return _decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b)
+
+    if params[0] in mma_lanes_amd.ADDERS:
+        mma_lanes_amd.mma_gemm(*decoded(), c_bits, c is not None, _layout(p.c), _layout(p.d), sa, sb, out, params)
+    else:  # the patterns are read once into lanes; decoded only where a scalar step may run
+        mma_lanes.gemm(np.ascontiguousarray(a), np.ascontiguousarray(b), _layout(p.a), _layout(p.b), decoded, c_bits,
+                       c is not None, _layout(p.c), _layout(p.d), sa, sb, out, params)
     return out.astype(FORMATS[p.d].dtype)
 
 
