@@ -24,7 +24,7 @@ import difflib
 import numpy as np
 
 from softfloat16._kernels import mma as kernel
-from softfloat16._kernels import hardware, mma_fma64, mma_lanes, mma_lanes_amd
+from softfloat16._kernels import hardware, mma_fma64, mma_lanes_amd, mma_lanes_operands
 from softfloat16.formats import FORMATS, Format, as_bits
 from softfloat16.formats import format as parse_format
 from softfloat16.mma_presets import PRESETS, Model, Preset, model_params
@@ -172,8 +172,8 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     if params[0] in mma_lanes_amd.ADDERS:
         mma_lanes_amd.mma_gemm(*decoded(), c_bits, c is not None, _layout(p.c), _layout(p.d), sa, sb, out, params)
     else:  # the patterns are read once into lanes; decoded only where a scalar step may run
-        mma_lanes.gemm(np.ascontiguousarray(a), np.ascontiguousarray(b), _layout(p.a), _layout(p.b), decoded, c_bits,
-                       c is not None, _layout(p.c), _layout(p.d), sa, sb, out, params)
+        mma_lanes_operands.gemm(np.ascontiguousarray(a), np.ascontiguousarray(b), _layout(p.a), _layout(p.b), decoded,
+                                c_bits, c is not None, _layout(p.c), _layout(p.d), sa, sb, out, params)
     return out.astype(FORMATS[p.d].dtype)
 
 

@@ -2,8 +2,10 @@
 ``ADD_C_APART``, ``ADD_C_APART_SPLIT``: AMD CDNA3; softfloat16._kernels.mma) in SIMD lanes of
 float64: LANES output elements of one row take each step together in straight-line loops, which
 LLVM vectorises. The bits are the scalar kernel's (mma.mma_gemm), element for element.
+softfloat16._kernels.mma_lanes_operands reads the operands into lanes and calls :func:`lanes_gemm`.
 
-An operand is held as its value (float64, exact) and its alignment exponent ``e`` (int16). A block
+An operand is held as its value (float64, exact) and its alignment exponent ``e`` (int16: twice the
+lanes of int32 per vector in the exponent maxima; lanes_fit keeps every ``e`` within E_BOUND). A block
 scale of an ``ADD_TRUNCATED`` preset is folded into its operand: the value times the scale's, ``e``
 plus the scale's (a product's alignment exponent is the sum of its four). :func:`lanes_fit` checks
 that every product (one float64 multiplication) is exact and a normal number, between 2**-900 and
@@ -16,9 +18,10 @@ adder's truncation toward zero. A step of one lane:
   every real exponent, so its products take no part; per-step flags say where a zero is);
 - every term times 2**(F - emax), truncated: an integer below 2**(F + 2); their sum (at most
   ``length + 1`` terms, whose bound lanes_fit checks against 2**53) is exact in float64;
-- the sum times 2**(emax - F), exact, is rounded into D (toward zero into FP32 or E8M13, to nearest
-  even into FP16) by scaling it to an integer at its quantum, np.trunc or np.rint, and scaling
-  back; a result of 2**128 (2**16 for FP16) or more is an infinity.
+- the sum times 2**(emax - F), exact, is rounded into D: to nearest even (FP16, FP32) by scaling it
+  to an integer at its quantum, np.rint, and scaling back; toward zero (FP32, E8M13) by cutting
+  its float64 fraction to D's bits (the same binade), below D's minimum normal as np.trunc at the
+  fixed subnormal quantum; a result of 2**128 (2**16 for FP16) or more is an infinity.
 
 The AMD adders (:func:`_c_apart_lanes`) take the same exact steps: the products truncated below
 their own maximum (zeros take no part), the sums and the accumulator rounded down (np.floor) to
@@ -34,13 +37,15 @@ count: each element is computed alone.
 import numpy as np
 from numba import njit, prange
 
-from .core import FINITE, IEEE, INF, NAN, ZERO
+from .core import FINITE, INF, ZERO
 from .fast import bits_float, float_bits
 from .mma import ADD_C_APART, ADD_C_APART_SPLIT, ADD_GROUPS, ADD_TRUNCATED, FP32_EMIN, OUT_RNE_FP16, OUT_RNE_FP32
-from .mma import OUT_RZ_E8M13, decode_one, mma_gemm as scalar_gemm, special_bits, step_c_apart, step_groups
+from .mma import OUT_RZ_E8M13, decode_one, special_bits, step_c_apart, step_groups
 from .mma import step_truncated
 
-LANES = 128  # output elements of a row side by side (the columns of a tile)
+# Output elements of a row side by side (the columns of a tile). Measured on AVX-512 (Zen 4), h100
+# FP16 256^3 one thread, the lanes and their operands: 128 lanes 3.6 ms, 64 lanes 4.0 ms.
+LANES = 128
 ROWS = 8  # rows of a tile: they share each step's lanes of B while those are in the L1 cache
 NONE = -(1 << 14)  # the exponent of a zero (or NaN, inf) operand: sums with it stay below NONE // 2
 E_BOUND = 4000  # |e| of every operand (scales folded in) in lanes: sums of two fit int16, NONE's stay apart
@@ -94,131 +99,6 @@ def decoded_value(sign, q, m):
     """(-1)**sign * m * 2**q as a float64 (exact: m < 2**53, q within float64's range)."""
     v = np.float64(m) * pow2(q)
     return -v if sign else v
-
-
-@njit(cache=True, forceinline=True, error_model="numpy")
-def _operand(bits, fmt, s, i, t, block, fold):
-    """One operand of lanes from its pattern: (value, alignment exponent, class, the pattern's own
-    class, e, q, m, whether its block scale is a NaN or infinity). With ``fold`` its scale
-    s[.][i, t // block] is folded in (a zero scale makes a zero factor)."""
-    cls, sign, e, q, m = decode_one(bits, fmt)
-    value = decoded_value(sign, q, m)
-    c, ee, scale_special = cls, e, False
-    if block > 0:
-        g = t // block
-        cs = s[0][i, g]
-        if cs == NAN or cs == INF:
-            scale_special = True
-        elif fold:
-            if cs == ZERO:
-                c = ZERO if c == FINITE else c
-            else:
-                value *= decoded_value(s[1][i, g], s[3][i, g], s[4][i, g])
-                ee += s[2][i, g]
-    return value, ee, c, cls, e, q, m, scale_special
-
-
-@njit(cache=True, forceinline=True, error_model="numpy")
-def _lane_operands(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds):
-    """values, exps and kinds (bit 0: a zero factor, bit 1: a NaN or infinity, the pattern or its
-    scale) of the operands bits[t, j0 + w] (w < nw) from their patterns, and their span (largest e,
-    smallest q, largest m, count of finite patterns). Inlined where ``block`` and ``fold`` are
-    constants: with them (and the step length) left to run time the loop takes 4 to 10 times longer."""
-    e_hi, q_lo, m_hi, count = -(1 << 30), 1 << 30, 0, 0
-    for t in range(bits.shape[0]):
-        for w in range(nw):
-            value, ee, c, cls, e, q, m, scale_special = _operand(bits[t, j0 + w], fmt, s, i + w, t, block, fold)
-            if cls == FINITE:
-                e_hi, q_lo, m_hi, count = max(e_hi, e), min(q_lo, q), max(m_hi, m), count + 1
-            finite = c == FINITE
-            values[t, w] = value if finite else 0.0
-            exps[t, w] = np.int16(ee) if finite else NONE  # in int16 where lanes_fit holds
-            kinds[t, w] = np.int8(c == ZERO) | (np.int8(scale_special or c == NAN or c == INF) << 1)
-    return e_hi, q_lo, m_hi, count
-
-
-@njit(cache=True, forceinline=True, error_model="numpy")
-def _lane_pass(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds):
-    """_lane_operands with constant ``block`` and ``fold`` where the operands are unscaled."""
-    if block == 0:
-        return _lane_operands(bits, fmt, s, i, j0, nw, 0, False, values, exps, kinds)
-    return _lane_operands(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def prepare_rows(bits, fmt, s, length, block, fold, values, exps, zero, special, span):
-    """A's lanes from its patterns ``bits`` (M, K) of format ``fmt`` and decoded scales ``s`` (M,
-    K // block; ``block`` 0 when unscaled): ``values`` and ``exps`` (M, K) the float64 value and
-    int16 alignment exponent (NONE for a zero, NaN or inf); ``zero`` and ``special`` (M, K // length):
-    whether a step has a zero factor, a NaN or an infinity (a NaN or infinite scale is flagged, folded
-    or not); ``span`` (M, 4): each row's (largest e, smallest q, largest m, count) of its finite
-    patterns (for lanes_fit). One pass over the patterns: nothing decoded is kept."""
-    k = bits.shape[1]
-    for i in prange(bits.shape[0]):
-        kinds = np.empty((k, 1), np.int8)
-        row = bits[i].reshape((k, 1))
-        span[i, 0], span[i, 1], span[i, 2], span[i, 3] = _lane_pass(row, fmt, s, i, 0, 1, block, fold,
-                                                                    values[i].reshape((k, 1)),
-                                                                    exps[i].reshape((k, 1)), kinds)
-        for step in range(k // length):
-            flags = np.int8(0)
-            for t in range(step * length, (step + 1) * length):
-                flags |= kinds[t, 0]
-            zero[i, step] = flags & 1
-            special[i, step] = flags >> 1
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def prepare_tiles(bits, fmt, s, length, block, fold, values, exps, zero, special, tile_special, span):
-    """B's lanes from its patterns ``bits`` (K, N), cut into tiles of LANES columns (the last padded
-    with zeros at NONE): ``values``, ``exps`` (N / LANES, K, LANES), ``zero``, ``special`` (N / LANES,
-    steps, LANES), ``tile_special`` (N / LANES, steps): whether a lane of the tile has a special step,
-    ``span`` (N / LANES, 4) per tile; ``s``: B's decoded scales, (N, K // block). As prepare_rows."""
-    k, cols = bits.shape
-    for tile in prange(values.shape[0]):
-        j0 = tile * LANES
-        nw = min(LANES, cols - j0)
-        kinds = np.zeros((k, LANES), np.int8)
-        span[tile, 0], span[tile, 1], span[tile, 2], span[tile, 3] = _lane_pass(bits, fmt, s, j0, j0, nw, block,
-                                                                                fold, values[tile], exps[tile], kinds)
-        for t in range(k):
-            for w in range(nw, LANES):
-                values[tile, t, w] = 0.0
-                exps[tile, t, w] = NONE
-        for step in range(k // length):
-            any_special = False
-            for w in range(LANES):
-                flags = np.int8(0)
-                for t in range(step * length, (step + 1) * length):
-                    flags |= kinds[t, w]
-                zero[tile, step, w] = flags & 1
-                special[tile, step, w] = flags >> 1
-                any_special |= special[tile, step, w]
-            tile_special[tile, step] = any_special
-
-
-@njit(cache=True, error_model="numpy")
-def any_special(bits, fmt):
-    """Whether any pattern of ``bits`` (2-D) is a NaN or an infinity."""
-    for i in range(bits.shape[0]):
-        for j in range(bits.shape[1]):
-            cls = decode_one(bits[i, j], fmt)[0]
-            if cls == NAN or cls == INF:
-                return True
-    return False
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def prepare_scales(s, values, exps, zero):
-    """A group adder's scales: value, alignment exponent and whether zero (NaN and inf: flagged by
-    :func:`prepare`, their lanes meaningless)."""
-    cls, sign, e, q, m = s
-    for i in prange(cls.shape[0]):
-        for g in range(cls.shape[1]):
-            finite = cls[i, g] == FINITE
-            values[i, g] = decoded_value(sign[i, g], q[i, g], m[i, g]) if finite else 0.0
-            exps[i, g] = e[i, g] if finite else NONE
-            zero[i, g] = not finite
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -553,103 +433,3 @@ def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, 
         for r in range(nr):
             for w in range(nw):
                 out[i0 + r, j0 + w] = dead_bits[r, w] if dead[r, w] else value_bits(vc[r, w], d_fmt[0], d_fmt[1])
-
-
-def _span(span) -> tuple[int, int, int]:
-    """(largest e, smallest q, largest m) over the rows of prepare_rows' / prepare_tiles' ``span``
-    (0, 0, 0 if no pattern is finite)."""
-    seen = span[:, 3] > 0
-    if not seen.any():
-        return 0, 0, 0
-    return int(span[seen, 0].max()), int(span[seen, 1].min()), int(span[seen, 2].max())
-
-
-def _scale_span(x) -> tuple[int, int, int]:
-    """(largest e, smallest q, largest m) of decoded scales' finite values (0, 0, 0 if none)."""
-    finite = x[0] == FINITE
-    if not finite.any():
-        return 0, 0, 0
-    return int(x[2][finite].max()), int(x[3][finite].min()), int(x[4][finite].max())
-
-
-def lanes_fit(span_a, span_b, sa, sb, params) -> bool:
-    """Whether the float64 lanes are exact for operands of these spans (:func:`_span`) and decoded
-    scales: every product (its scales folded
-    in) of at most 53 significand bits and between 2**-900 and 2**900, a step's terms (below
-    2**(F + 2) each) summing exactly, and a group's exact sum of ``group`` products within 53 bits."""
-    adder, length, frac_bits, e_zero, out_kind, group, block, scaled, frac_bits2 = params
-    if adder not in LANE_ADDERS or (length + 1) << (frac_bits + 2) > 1 << 53 or frac_bits2 > 48:
-        return False
-    if adder in (ADD_TRUNCATED, ADD_GROUPS) and abs(e_zero) > 200:
-        return False
-    ea, qa, ma = span_a
-    eb, qb, mb = span_b
-    es = qs = 0
-    ms = 1
-    if scaled:
-        (esa, qsa, msa), (esb, qsb, msb) = _scale_span(sa), _scale_span(sb)
-        es, qs, ms = max(esa, 0) + max(esb, 0), min(qsa, 0) + min(qsb, 0), max(msa, 1) * max(msb, 1)
-    if ea + eb + es > 900 or qa + qb + qs < -900 or ma * mb * ms >= 1 << 53:
-        return False
-    if max(ea, eb) + es > E_BOUND or min(qa, qb) + qs < -E_BOUND:  # an e beyond int16's sums
-        return False
-    # A group's sum: products between 2**(qa + qb) and 2**(ea + eb + 2), group of them.
-    return adder != ADD_GROUPS or (ea + eb + 2) - (qa + qb) + group.bit_length() <= 53
-
-
-def _tiles(x):
-    """(columns, n) -> (columns / LANES, n, LANES), contiguous: B's tiles, one after another."""
-    return np.ascontiguousarray(x.reshape(-1, LANES, x.shape[1]).transpose(0, 2, 1))
-
-
-def gemm(a_bits, b_bits, a_fmt, b_fmt, decoded, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params) -> None:
-    """mma.mma_gemm's D into ``out`` from the patterns ``a_bits`` (M, K) and ``b_bits`` (K, N) (int64)
-    of formats ``a_fmt`` and ``b_fmt`` (mma.decode's layouts): the adders of LANE_ADDERS in lanes
-    where lanes_fit, everything else on the scalar kernel (same bits). ``decoded()`` returns the
-    decoded (A, B.T) that the scalar kernel reads; it is called only where a scalar step may run
-    (an AMD adder, a NaN or infinity among the operands, scales or C) or lanes do not fit. The
-    other arguments are mma.mma_gemm's."""
-    adder, length, block, scaled = params[0], params[1], params[6], params[7]
-    d_format = (5, 10, IEEE, 0) if params[4] == OUT_RNE_FP16 else (8, 23, IEEE, 0)  # what round_out writes
-    if tuple(d_fmt[:4]) != d_format or adder not in LANE_ADDERS:
-        scalar_gemm(*decoded(), c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params)
-        return
-    rows, k = a_bits.shape
-    cols = b_bits.shape[1]
-    steps = k // length
-    tiles = -(-cols // LANES)
-    fold = adder == ADD_TRUNCATED and scaled
-    scale_block = block if scaled else 0
-    lanes_a = (np.empty((rows, k)), np.empty((rows, k), np.int16), np.empty((rows, steps), np.bool_),
-               np.empty((rows, steps), np.bool_))
-    span_a = np.empty((rows, 4), np.int64)
-    prepare_rows(a_bits, a_fmt, sa, length, scale_block, fold, *lanes_a, span_a)
-    lanes_b = (np.empty((tiles, k, LANES)), np.empty((tiles, k, LANES), np.int16),
-               np.empty((tiles, steps, LANES), np.bool_), np.empty((tiles, steps, LANES), np.bool_),
-               np.empty((tiles, steps), np.bool_))
-    span_b = np.empty((tiles, 4), np.int64)
-    prepare_tiles(b_bits, b_fmt, sb, length, scale_block, fold, *lanes_b, span_b)
-    if not lanes_fit(_span(span_a), _span(span_b), sa, sb, params):
-        scalar_gemm(*decoded(), c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params)
-        return
-    groups = adder == ADD_GROUPS
-    blocks = k // block if groups else 1
-    padded = tiles * LANES
-    scales_a = (np.zeros((rows, blocks)), np.zeros((rows, blocks), np.int32), np.ones((rows, blocks), np.bool_))
-    scales_b = (np.zeros((padded, blocks)), np.zeros((padded, blocks), np.int32), np.ones((padded, blocks), np.bool_))
-    if groups:
-        prepare_scales(sa, *scales_a)
-        prepare_scales(sb, *(x[:cols] for x in scales_b))
-    scales_b = tuple(np.ascontiguousarray(x.reshape(tiles, LANES, blocks).transpose(0, 2, 1)) for x in scales_b)
-    amd = adder in (ADD_C_APART, ADD_C_APART_SPLIT)  # its lanes may take scalar steps after an overflow
-    if amd or lanes_a[3].any() or lanes_b[4].any() or (has_c and any_special(c_bits, c_fmt)):
-        a, b = decoded()
-    else:  # no step takes the scalar kernel's: it reads nothing of these
-        a = b = decode_nothing()
-    lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, lanes_b, scales_a, scales_b)
-
-
-def decode_nothing() -> tuple:
-    """Decoded operands of the right types that no scalar step reads (one +0)."""
-    return (np.full((1, 1), ZERO, np.int8), np.zeros((1, 1), np.int8), np.zeros((1, 1), np.int64),
-            np.zeros((1, 1), np.int64), np.zeros((1, 1), np.int64))
