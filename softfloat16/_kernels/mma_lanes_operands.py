@@ -63,16 +63,17 @@ def _lane_pass(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds):
     return _lane_operands(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def prepare_rows(bits, fmt, s, length, block, fold, values, exps, zero, special, span):
     """A's lanes from its patterns ``bits`` (M, K) of format ``fmt`` and decoded scales ``s`` (M,
     K // block; ``block`` 0 when unscaled): ``values`` and ``exps`` (M, K) the float64 value and
     int16 alignment exponent (NONE for a zero, NaN or inf); ``zero`` and ``special`` (M, K // length):
     whether a step has a zero factor, a NaN or an infinity (a NaN or infinite scale is flagged, folded
     or not); ``span`` (M, 4): each row's (largest e, smallest q, largest m, count) of its finite
-    patterns (for lanes_fit). One pass over the patterns: nothing decoded is kept."""
+    patterns (for lanes_fit). One pass over the patterns, nothing decoded kept, on one thread (as
+    mma.decode: the pass is cheap next to the GEMM, and starting threads costs more on small ones)."""
     k = bits.shape[1]
-    for i in prange(bits.shape[0]):
+    for i in range(bits.shape[0]):
         kinds = np.empty((k, 1), np.int8)
         row = bits[i].reshape((k, 1))
         span[i, 0], span[i, 1], span[i, 2], span[i, 3] = _lane_pass(row, fmt, s, i, 0, 1, block, fold,
@@ -86,14 +87,14 @@ def prepare_rows(bits, fmt, s, length, block, fold, values, exps, zero, special,
             special[i, step] = flags >> 1
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def prepare_tiles(bits, fmt, s, length, block, fold, values, exps, zero, special, tile_special, span):
     """B's lanes from its patterns ``bits`` (K, N), cut into tiles of LANES columns (the last padded
     with zeros at NONE): ``values``, ``exps`` (N / LANES, K, LANES), ``zero``, ``special`` (N / LANES,
     steps, LANES), ``tile_special`` (N / LANES, steps): whether a lane of the tile has a special step,
     ``span`` (N / LANES, 4) per tile; ``s``: B's decoded scales, (N, K // block). As prepare_rows."""
     k, cols = bits.shape
-    for tile in prange(values.shape[0]):
+    for tile in range(values.shape[0]):
         j0 = tile * LANES
         nw = min(LANES, cols - j0)
         kinds = np.zeros((k, LANES), np.int8)
@@ -103,15 +104,17 @@ def prepare_tiles(bits, fmt, s, length, block, fold, values, exps, zero, special
             for w in range(nw, LANES):
                 values[tile, t, w] = 0.0
                 exps[tile, t, w] = NONE
+        flags = np.empty(LANES, np.int8)
         for step in range(k // length):
+            flags[:] = 0
+            for t in range(step * length, (step + 1) * length):
+                for w in range(LANES):
+                    flags[w] |= kinds[t, w]
             any_special = False
             for w in range(LANES):
-                flags = np.int8(0)
-                for t in range(step * length, (step + 1) * length):
-                    flags |= kinds[t, w]
-                zero[tile, step, w] = flags & 1
-                special[tile, step, w] = flags >> 1
-                any_special |= special[tile, step, w]
+                zero[tile, step, w] = flags[w] & 1
+                special[tile, step, w] = flags[w] >> 1
+                any_special |= flags[w] > 1
             tile_special[tile, step] = any_special
 
 
