@@ -57,9 +57,18 @@ def _lane_operands(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds):
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def _lane_pass(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds):
-    """_lane_operands with constant ``block`` and ``fold`` where the operands are unscaled."""
+    """_lane_operands with ``block`` and ``fold`` as constants: unscaled, and the block-scaled
+    presets' blocks of 16 and 32 (folded or not)."""
     if block == 0:
         return _lane_operands(bits, fmt, s, i, j0, nw, 0, False, values, exps, kinds)
+    if block == 32:
+        if fold:
+            return _lane_operands(bits, fmt, s, i, j0, nw, 32, True, values, exps, kinds)
+        return _lane_operands(bits, fmt, s, i, j0, nw, 32, False, values, exps, kinds)
+    if block == 16:
+        if fold:
+            return _lane_operands(bits, fmt, s, i, j0, nw, 16, True, values, exps, kinds)
+        return _lane_operands(bits, fmt, s, i, j0, nw, 16, False, values, exps, kinds)
     return _lane_operands(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds)
 
 
