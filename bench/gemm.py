@@ -1,7 +1,7 @@
 """GEMM speed: sf.linalg.matmul per order and input format against native torch float32 GEMM in the
 same run, one thread (and 2 threads at 512^3); then sf.mx.matmul, and sf.linalg.sum against torch.sum.
 
-    python bench/gemm.py [--repeat 5] [--quick]
+    python bench/gemm.py [--repeat 5] [--quick] [--only WORD]
 
 Every figure is G MAC/s (M*N*K / best time of ``--repeat`` calls after a warm-up call that compiles
 or loads the kernels) and its ratio to torch.matmul on float32 tensors of the same shape, measured
@@ -44,6 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="the first shape only, fp16 and fp32")
+    parser.add_argument("--only", default="", help="the policies whose label contains WORD (e.g. tensorcore)")
     args = parser.parse_args()
     print(describe_machine())
     torch.set_num_threads(1)
@@ -60,6 +61,8 @@ def main() -> None:
     print("| torch float32 (native) | fp32 | " + " | ".join(
         f"{m * k * n / native[(m, k, n)] / 1e9:.1f}" for m, k, n in shapes) + " |")
     for label, options in POLICIES:
+        if args.only not in label:
+            continue
         for fmt, b_fmt in formats:
             if label.startswith("tensorcore") and fmt == "fp32":
                 continue  # an H100's matrix unit takes no FP32 operands
@@ -72,6 +75,8 @@ def main() -> None:
                 native_now = best(lambda x=x, y=y: x @ y, args.repeat)
                 cells.append(f"{m * k * n / seconds / 1e9:.2f} ({seconds / native_now:.1f}x)")
             print(f"| {label} | {fmt}{'' if fmt == b_fmt else ' x ' + b_fmt} | " + " | ".join(cells) + " |")
+    if args.only:
+        return
     # Two threads at 512^3: the speed-up and identical bits.
     a, b = operands(rng, "fp16", "fp16", 512, 512, 512)
     rates, bits = [], []

@@ -24,7 +24,7 @@ import difflib
 import numpy as np
 
 from softfloat16._kernels import mma as kernel
-from softfloat16._kernels import hardware, mma_fma64, mma_lanes, mma_lanes_amd
+from softfloat16._kernels import hardware, mma_fma64, mma_lanes_amd, mma_lanes_operands
 from softfloat16.formats import FORMATS, Format, as_bits
 from softfloat16.formats import format as parse_format
 from softfloat16.mma_presets import PRESETS, Model, Preset, model_params
@@ -165,9 +165,15 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     out = np.empty((rows, cols), np.int64)
     # Every adder runs in SIMD lanes where they are exact (the same bits), else in the scalar kernel.
     params = model_params(p.model, p.block)
-    gemm_of = mma_lanes_amd.mma_gemm if params[0] in mma_lanes_amd.ADDERS else mma_lanes.mma_gemm
-    gemm_of(_decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b), c_bits, c is not None, _layout(p.c),
-            _layout(p.d), sa, sb, out, params)
+
+    def decoded():  # (A, B.T) decoded: what the scalar kernel reads
+        return _decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b)
+
+    if params[0] in mma_lanes_amd.ADDERS:
+        mma_lanes_amd.mma_gemm(*decoded(), c_bits, c is not None, _layout(p.c), _layout(p.d), sa, sb, out, params)
+    else:  # the patterns are read once into lanes; decoded only where a scalar step may run
+        mma_lanes_operands.gemm(np.ascontiguousarray(a), np.ascontiguousarray(b), _layout(p.a), _layout(p.b), decoded,
+                                c_bits, c is not None, _layout(p.c), _layout(p.d), sa, sb, out, params)
     return out.astype(FORMATS[p.d].dtype)
 
 

@@ -38,7 +38,9 @@ from .core import FINITE, INF, NAN, ZERO, msb_index
 from .fast import bits_float, float_bits
 from .mma import ADD_EXACT, ADD_FMA, ADD_FTZ_PAIRS, ADD_FTZ_QUADS, FP32, OUT_RNE_FP32, decode_one
 from .mma import mma_gemm as scalar_gemm, step_exact
-from .mma_lanes import LANES, ROWS, decoded_value, rounded, value_bits
+from .mma_lanes import ROWS, decoded_value, rounded, value_bits
+
+LANES = 64  # output elements of a row side by side (the columns of a tile)
 
 ADDERS = (ADD_EXACT, ADD_FTZ_PAIRS, ADD_FTZ_QUADS, ADD_FMA)
 FP32_MIN_NORMAL = 2.0 ** -126
