@@ -109,3 +109,19 @@ def test_an_environment_set_by_someone_else_changes_nothing(bits, monkeypatch):
         hardware.swap_mxcsr(old)
         sf.set_num_threads(before)
     assert got is not None and np.array_equal(got, want)
+
+
+def test_threads_do_not_change_the_bits(monkeypatch):
+    """The kernel's tiles of rows on Numba's threads (forced on for a small product): the same bits
+    as the exact kernel and as one thread."""
+    rng = np.random.default_rng(9)
+    a, b = operands(rng, "mxfp8_e4m3", "mxfp8_e4m3", 13, 70, 45, 3)
+    one = mx.matmul(a, b)
+    before = sf.get_num_threads()
+    sf.set_num_threads(2)
+    monkeypatch.setattr(mx, "parallel_gemm", lambda *args: True)
+    try:
+        two = mx.matmul(a, b)
+    finally:
+        sf.set_num_threads(before)
+    assert np.array_equal(one, two) and np.array_equal(two, exact_kernel(a, b, monkeypatch))
