@@ -480,6 +480,18 @@ def pow_(machine, func, args, kwargs):
     return _compute(machine, func, args, kwargs, [(0, "self")], steps)
 
 
+def _logit_result(func, operands, kwargs):
+    """The result (dtype, shape) of logit or its backward on these operands, None where it runs
+    natively; torch CPU computes them for FP16, BF16 and FP32 only."""
+    _no_out(func, kwargs)
+    out = elementwise_result(func, operands, {})
+    if not is_emulated(out.dtype):
+        return None
+    if out.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise NotEmulated(f"{func} of {out.dtype} (torch CPU has no such kernel)")
+    return out
+
+
 @implements("logit_backward", inplace=False)
 def logit_backward(machine, func, args, kwargs):
     """``lo <= x <= hi ? g / (x * (1 - x)) : outside``, each operation rounded into the tensor's
@@ -487,12 +499,9 @@ def logit_backward(machine, func, args, kwargs):
     vectorised loop computes it: ``eps`` (a double, converted to the format as torch converts a
     scalar) gives ``lo = eps``, ``hi = 1 - eps`` (rounded) and ``outside = 0``; no ``eps`` (or one
     below 0 in the format) gives ``lo = 0``, ``hi = 1`` and the profile's NaN outside."""
-    _no_out(func, kwargs)
-    out = elementwise_result(func, args[:2], {})
-    if not is_emulated(out.dtype):
+    out = _logit_result(func, args[:2], kwargs)
+    if out is None:
         return _native(func, args, kwargs)
-    if out.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise NotEmulated(f"{func} of {out.dtype} (torch CPU has no such kernel)")
     fmt, step = DTYPE_FORMATS[out.dtype], machine.step
     g, x = (np.broadcast_to(operand_bits(machine, t, out.dtype), out.shape) for t in args[:2])
     eps = aten_arg(args, kwargs, 2, "eps")
@@ -514,12 +523,9 @@ def logit(machine, func, args, kwargs):
     format: no clamp). The quotient in the tensor's arithmetic, as torch CPU's kernel forms it
     (FP16, BF16: each of the two operations rounded into the format; FP32 steps), then the
     emulated FP32 log, rounded once into the format."""
-    _no_out(func, kwargs)
-    out = elementwise_result(func, args[:1], {})
-    if not is_emulated(out.dtype):
+    out = _logit_result(func, args[:1], kwargs)
+    if out is None:
         return _native(func, args, kwargs)
-    if out.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise NotEmulated(f"{func} of {out.dtype} (torch CPU has no such kernel)")
     fmt, step = DTYPE_FORMATS[out.dtype], machine.step
     x = np.broadcast_to(operand_bits(machine, args[0], out.dtype), out.shape)
     eps = aten_arg(args, kwargs, 1, "eps")
