@@ -29,7 +29,6 @@ def _embeds(small: Format, large: Format) -> bool:
             and small.min_subnormal_exponent >= large.min_subnormal_exponent)
 
 
-
 @functools.cache
 def _binary32_table(fmt: Format) -> np.ndarray:
     """The binary32 value of every pattern of a format of at most 16 bits (exact: sf.convert)."""

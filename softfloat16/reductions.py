@@ -274,14 +274,14 @@ def sum(  # noqa: A001 - sf.linalg.sum, as the API names it
         n for d, n in enumerate(bits.shape) if d not in axes)
     m = int(np.prod(shape, dtype=np.int64))
     k = int(np.prod([bits.shape[d] for d in axes], dtype=np.int64))
-    fast = _holds(fmt, accumulate)
-    kernel = _kernel_name(order, fast, m, k)
     if order in ("sequential", "pairwise") and m >= host_gemm.SUM_MIN_RESULTS:  # the host's arithmetic
         leading = axes == tuple(range(len(axes)))  # (k, m) without a copy: a column per sum
         layout = _layout(bits, axes, "sequential_lanes" if leading else order)
         totals = host_gemm.sums(layout, fmt, accumulate, order, mode, leading)
         if totals is not None:
             return _finish(_rounded(totals, out_format, rounding), out_format, shape)
+    fast = _holds(fmt, accumulate)
+    kernel = _kernel_name(order, fast, m, k)
     terms = _carrier(_layout(bits, axes, kernel), fmt, accumulate, fast)
     return _finish(_reduce(terms, kernel, _spec(fast, accumulate, out_format, mode, block), m, k), out_format, shape)
 

@@ -395,11 +395,11 @@ def row_extremes(rows, nan, nan_above, signed, sign_mask, magnitude_mask, larges
     for i in range(m):
         best, best_key, found = -1, np.int64(0), -1
         for j in range(k):
-            if (np.int64(rows[i, j]) & magnitude_mask) > nan_above if nan_above >= 0 else nan[i, j]:
+            p = np.int64(rows[i, j])
+            if (p & magnitude_mask) > nan_above if nan_above >= 0 else nan[i, j]:
                 if found < 0:
                     found = j
                 continue
-            p = np.int64(rows[i, j])
             key = p
             if signed:
                 key = -(p & magnitude_mask) - 1 if p & sign_mask else p & magnitude_mask

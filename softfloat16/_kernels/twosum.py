@@ -51,10 +51,6 @@ def _host_half_conversion() -> bool:
 HALF_CONVERSION = _host_half_conversion()
 FP16_SPEC = (RNE, 11, 127 - 14, 0x477FE000)  # (mode, precision, emin_field, max_bits) of FP16, RNE
 PLAIN = (-1, 24, 1, 0x7F7FFFFF)  # the spec of the host's own sum (round to nearest even into binary32)
-# Binary64 sums rounded to nearest even into binary32 (FP32 accumulation of FP32 products). Where
-# both terms are binary32 values, the host's binary64 sum converted to binary32 is that rounding:
-# binary64 has 53 >= 2 * 24 + 2 bits, so the two roundings to nearest even give the one rounding.
-BINARY32_IN_BINARY64 = (RNE, 24, 1023 - 126, 0x47EFFFFFE0000000)
 
 
 def _overflow_value(mode: int, negative, builder, max_bits, inf):
@@ -257,3 +253,9 @@ def spec_of(mode: int, precision: int, emin: int, max_value: float, wide: bool =
     if wide:
         return (int(mode), int(precision), int(emin) + 1023, int(np.float64(max_value).view(np.int64)))
     return (int(mode), int(precision), int(emin) + 127, int(np.float32(max_value).view(np.int32)))
+
+
+# Binary64 sums rounded to nearest even into binary32 (FP32 accumulation of FP32 products). Where
+# both terms are binary32 values, the host's binary64 sum converted to binary32 is that rounding:
+# binary64 has 53 >= 2 * 24 + 2 bits, so the two roundings to nearest even give the one rounding.
+BINARY32_IN_BINARY64 = spec_of(RNE, 24, -126, float(np.finfo(np.float32).max), wide=True)
