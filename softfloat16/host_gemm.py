@@ -41,10 +41,9 @@ def _binary32(bits: np.ndarray, fmt: Format) -> np.ndarray:
     if fmt is fp32:
         return np.asarray(bits, np.uint32).view(np.float32)
     bits = np.ascontiguousarray(bits)
-    if bits.size < threads.PARALLEL_MIN_ELEMENTS:  # waking Numba's threads costs more (1-2 ms when loaded)
-        return _binary32_table(fmt)[bits]
     out = np.empty(bits.shape, np.float32)
-    hardware.gather(bits.ravel(), _binary32_table(fmt), out.ravel())
+    # (waking Numba's threads for a small array costs more than it saves: 1-2 ms when loaded)
+    hardware.gather(bits.ravel(), _binary32_table(fmt), out.ravel(), bits.size >= threads.PARALLEL_MIN_ELEMENTS)
     return out
 
 
@@ -64,6 +63,14 @@ def _products_in_binary32(a32: np.ndarray, b32: np.ndarray, fmt: Format, b_forma
     if high_a < 0 or high_b < 0:
         return True  # zeros, infinities and NaN only on one side: IEEE rules, nothing to round
     return low_a + low_b - 254 >= -126 and high_a + high_b - 254 + 2 <= 128  # (fields; a subnormal's is 0)
+
+
+def _products_on_binary32_grid(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether every product of these float32 values is a multiple of
+    2**-149, binary32's smallest subnormal: the lowest bits of two values with exponent fields fa, fb
+    (1 for a subnormal) are 2**(fa - 150) and 2**(fb - 150), so fa + fb >= 151 (integer work)."""
+    low = [hardware.exponent_range(np.ascontiguousarray(x).view(np.uint32))[0] for x in (a, b)]
+    return low[0] > 255 or low[1] > 255 or max(low[0], 1) + max(low[1], 1) >= 151  # (256: no finite nonzero value)
 
 
 def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accumulate: Format, order: str,
@@ -91,7 +98,7 @@ def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accum
     if b32.shape[1] < SUM_MIN_RESULTS <= a32.shape[0]:
         # Few columns, many rows: C.T = B.T @ A.T has the same products, each element's in the same
         # order (a * b is b * a), so the same bits, and fills the tiles' columns.
-        packed = hardware.row_panels(a32, None, hardware.COLS[np.dtype(np.float32)])
+        packed = hardware.row_panels(a32, None, hardware.columns(np.float32, order))
         swapped = _host_gemm(np.ascontiguousarray(b32.T), packed, accumulate, order, mode, in_binary32,
                              a32.shape[0])
         if swapped is not None:
@@ -116,15 +123,19 @@ def _host_gemm(a32: np.ndarray, b32: np.ndarray, accumulate: Format, order: str,
         return None if result is None else np.ascontiguousarray(result).view(np.uint32)
     if not all(twosum.finite(x.view(np.uint32)) for x in (a32, b32)):
         return None  # (the exact kernels: NaN and infinite operands)
-    spec = _twosum_spec(accumulate, mode, False) if in_binary32 else None
+    spec, checked = (_twosum_spec(accumulate, mode, False) if in_binary32 else None), False
     if spec is None:  # binary64 sums: every product of binary32 values is exact there
         if b32.ndim != 2:
             return None
         spec = _twosum_spec(accumulate, mode, True)
+        checked = order == "pairwise" and spec == twosum.BINARY32_IN_BINARY64 and _products_on_binary32_grid(a32, b32)
         a32, b32 = a32.astype(np.float64), b32.astype(np.float64)
-    run = hardware.gemm if order == "sequential" else hardware.pairwise_gemm
     nan = fp32.default_nan if a32.dtype == np.float32 else None  # binary64's quiet NaN converts to FP32's
-    result = run(a32, b32, parallel=parallel, nan=nan, spec=spec, b_columns=n)
+    if order == "sequential":
+        result = hardware.gemm(a32, b32, parallel=parallel, nan=nan, spec=spec, b_columns=n)
+    else:
+        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, nan=nan, spec=spec, b_columns=n,
+                                        checked=checked)
     return None if result is None else np.ascontiguousarray(result.astype(np.float32)).view(np.uint32)
 
 
@@ -151,11 +162,11 @@ def sums(terms: np.ndarray, fmt: Format, accumulate: Format, order: str, mode: i
     if m < SUM_MIN_RESULTS or k == 0:
         return None
     if columns:
-        packed = hardware.panels(_binary32(terms, fmt), hardware.COLS[np.dtype(np.float32)])
+        packed = hardware.panels(_binary32(terms, fmt), hardware.columns(np.float32, order))
     else:
         table = None if fmt is fp32 else _binary32_table(fmt)
         packed = hardware.row_panels(terms.view(np.float32) if table is None else terms, table,
-                                     hardware.COLS[np.dtype(np.float32)])
+                                     hardware.columns(np.float32, order))
     result = _host_gemm(np.ones((1, k), np.float32), packed, accumulate, order, mode, lambda: True, m)
     return None if result is None else result[0]
 

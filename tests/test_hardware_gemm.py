@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import softfloat16 as sf
-from softfloat16 import linalg
-from softfloat16._kernels import hardware
+from softfloat16 import host_gemm, linalg
+from softfloat16._kernels import hardware, twosum
 from softfloat16._kernels import matmul as kernels
 
 SHAPES = [(1, 1, 1), (3, 0, 5), (1, 7, 33), (33, 7, 1), (5, 13, 67), (4, 64, 64), (17, 5, 129), (2, 300, 3),
@@ -147,6 +147,51 @@ def test_pairwise_fp32_single_products_are_rounded_once():
         a[:, where[1]], b[where[1], :] = small * one_up, small * (1 - 2.0**-23)
         got = linalg.matmul(a.view(np.uint32), b.view(np.uint32), sf.fp32, order="pairwise")
         assert (got == 0x3F800001).all(), (k, where, hex(int(got[0, 0])))
+
+
+def test_pairwise_fp32_leaves_on_a_binary32_midpoint_are_summed_again():
+    """FP32 inputs, pairwise order: in a block, a + of two products is the host's binary64 fused
+    multiply-add converted to binary32 (hardware.make_pairwise_gemm's ``checked`` leaves), which is
+    wrong exactly where the binary64 sum lands on a binary32 midpoint. (1 + 2**-12)**2 =
+    1 + 2**-11 + 2**-24, plus 2**-80: binary64 rounds onto the midpoint 1 + 2**-11 + 2**-24, whose
+    tie goes to the even 1 + 2**-11; rounded once it is 1 + 2**-11 + 2**-23 (0x3f801001). The pair
+    sits in the first and in a later panel and tile, beside random ones that take the fast leaves."""
+    rng = np.random.default_rng(12)
+    m, k, n = 9, 48, 300
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    a[:, 16:32], b[16:32, :] = 0, 0  # the second block: only the pair
+    for i, j in ((0, 0), (7, 290), (4, 130)):
+        a[i, 16:18], b[16:18, j] = (1 + 2.0**-12, 2.0**-40), (1 + 2.0**-12, 2.0**-40)
+    a, b = a.view(np.uint32), b.view(np.uint32)
+    assert host_gemm._products_on_binary32_grid(a.view(np.float32), b.view(np.float32))
+    want = scalar_sequential(a, b, sf.fp32, sf.fp32, "pairwise")
+    assert_same(linalg.matmul(a, b, sf.fp32, order="pairwise", out_format=sf.fp32), want, "fp32 pairwise")
+    direct = hardware.pairwise_gemm(a.view(np.float32).astype(float), b.view(np.float32).astype(float),
+                                    spec=twosum.BINARY32_IN_BINARY64, checked=True)
+    assert_same(np.asarray(direct, np.float32).view(np.uint32), want, "the checked kernel")
+    # Alone in a row and a column, the pair's block sum is the rounded-once value itself.
+    alone = np.zeros((4, 16), np.float32), np.zeros((16, 64), np.float32)
+    alone[0][:, :2], alone[1][:2, :] = (1 + 2.0**-12, 2.0**-40), np.array([[1 + 2.0**-12], [2.0**-40]])
+    got = linalg.matmul(alone[0].view(np.uint32), alone[1].view(np.uint32), sf.fp32, order="pairwise")
+    assert (got == 0x3F801001).all(), hex(int(got[0, 0]))
+
+
+def test_pairwise_fp32_products_below_the_binary32_grid_take_exact_leaves():
+    """Products with bits below 2**-149 (binary32's smallest subnormal) can make binary32
+    subnormal midpoints that the midpoint check does not see: those operands take the exact
+    leaves. 1.5 * 2**-149 - 2**-298 lies just below a subnormal midpoint: rounded once it is
+    2**-149 (0x1), through binary64 the tie's even 2**-148 (0x2). Beside it, sums of products near
+    2**-140 that cancel into the subnormals; against the scalar kernel."""
+    rng = np.random.default_rng(13)
+    a = (rng.standard_normal((8, 32)) * 2.0**-75).astype(np.float32)
+    b = (rng.standard_normal((32, 40)) * 2.0**-65).astype(np.float32)
+    a[0], b[:, 0], b[2:4] = 0, 0, 0  # (no other sum of this block lands on a midpoint)
+    a[0, 2:4], b[2:4, 0] = (1.5 * 2.0**-75, 2.0**-149), (2.0**-74, -(2.0**-149))
+    assert not host_gemm._products_on_binary32_grid(a, b)
+    a, b = a.view(np.uint32), b.view(np.uint32)
+    want = scalar_sequential(a, b, sf.fp32, sf.fp32, "pairwise")
+    assert want[0, 0] == 0x1 and (want & 0x7F800000 == 0).sum() > 1  # subnormal sums among them
+    assert_same(linalg.matmul(a, b, sf.fp32, order="pairwise", out_format=sf.fp32), want, "below the grid")
 
 
 def test_numpy_float32_k_loop():
