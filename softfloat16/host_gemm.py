@@ -12,7 +12,8 @@ import functools
 import numpy as np
 
 from . import threads
-from ._kernels import hardware, twosum
+from ._kernels import checked as checks
+from ._kernels import hardware, hardware_pairwise, twosum
 from .formats import Format, fp32
 from .ops import convert
 from .rounding import Rounding
@@ -119,7 +120,7 @@ def _host_gemm(a32: np.ndarray, b32: np.ndarray, accumulate: Format, order: str,
         return None if result is None else np.ascontiguousarray(result).view(np.uint32)
     in_binary32 = in_binary32()
     if order == "pairwise" and host_rounds and in_binary32:
-        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan, b_columns=n)
+        result = hardware_pairwise.pairwise_gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan, b_columns=n)
         return None if result is None else np.ascontiguousarray(result).view(np.uint32)
     if not all(twosum.finite(x.view(np.uint32)) for x in (a32, b32)):
         return None  # (the exact kernels: NaN and infinite operands)
@@ -128,13 +129,14 @@ def _host_gemm(a32: np.ndarray, b32: np.ndarray, accumulate: Format, order: str,
         if b32.ndim != 2:
             return None
         spec = _twosum_spec(accumulate, mode, True)
-        checked = order == "pairwise" and spec == twosum.BINARY32_IN_BINARY64 and _products_on_binary32_grid(a32, b32)
+        kind = checks.kind_of(spec)  # the host's conversions where they provably round as the spec
+        checked = kind == checks.FP16 or kind == checks.BINARY32 and _products_on_binary32_grid(a32, b32)
         a32, b32 = a32.astype(np.float64), b32.astype(np.float64)
     nan = fp32.default_nan if a32.dtype == np.float32 else None  # binary64's quiet NaN converts to FP32's
     if order == "sequential":
-        result = hardware.gemm(a32, b32, parallel=parallel, nan=nan, spec=spec, b_columns=n)
+        result = hardware.gemm(a32, b32, parallel=parallel, nan=nan, spec=spec, b_columns=n, checked=checked)
     else:
-        result = hardware.pairwise_gemm(a32, b32, parallel=parallel, nan=nan, spec=spec, b_columns=n,
+        result = hardware_pairwise.pairwise_gemm(a32, b32, parallel=parallel, nan=nan, spec=spec, b_columns=n,
                                         checked=checked)
     return None if result is None else np.ascontiguousarray(result.astype(np.float32)).view(np.uint32)
 

@@ -15,7 +15,7 @@ import pytest
 
 import softfloat16 as sf
 from softfloat16 import host_gemm, linalg
-from softfloat16._kernels import hardware, twosum
+from softfloat16._kernels import hardware, hardware_pairwise, twosum
 from softfloat16._kernels import matmul as kernels
 
 SHAPES = [(1, 1, 1), (3, 0, 5), (1, 7, 33), (33, 7, 1), (5, 13, 67), (4, 64, 64), (17, 5, 129), (2, 300, 3),
@@ -128,7 +128,7 @@ def test_sums_rounded_into_any_accumulator_in_every_mode(accumulate, rounding, o
                 if spec is None or not linalg._products_in_binary32(x32, y32, fmt, b_format):
                     assert kind == "finite" or fmt is sf.fp32 or spec is None, label
                     spec, x32, y32 = linalg._twosum_spec(accumulate, mode, True), x32.astype(float), y32.astype(float)
-                run = hardware.gemm if order == "sequential" else hardware.pairwise_gemm
+                run = hardware.gemm if order == "sequential" else hardware_pairwise.pairwise_gemm
                 direct = np.asarray(run(x32, y32, spec=spec), np.float32).view(np.uint32)
                 assert_same(direct, want, label + " (the kernel)")
 
@@ -166,7 +166,7 @@ def test_pairwise_fp32_leaves_on_a_binary32_midpoint_are_summed_again():
     assert host_gemm._products_on_binary32_grid(a.view(np.float32), b.view(np.float32))
     want = scalar_sequential(a, b, sf.fp32, sf.fp32, "pairwise")
     assert_same(linalg.matmul(a, b, sf.fp32, order="pairwise", out_format=sf.fp32), want, "fp32 pairwise")
-    direct = hardware.pairwise_gemm(a.view(np.float32).astype(float), b.view(np.float32).astype(float),
+    direct = hardware_pairwise.pairwise_gemm(a.view(np.float32).astype(float), b.view(np.float32).astype(float),
                                     spec=twosum.BINARY32_IN_BINARY64, checked=True)
     assert_same(np.asarray(direct, np.float32).view(np.uint32), want, "the checked kernel")
     # Alone in a row and a column, the pair's block sum is the rounded-once value itself.
@@ -192,6 +192,73 @@ def test_pairwise_fp32_products_below_the_binary32_grid_take_exact_leaves():
     want = scalar_sequential(a, b, sf.fp32, sf.fp32, "pairwise")
     assert want[0, 0] == 0x1 and (want & 0x7F800000 == 0).sum() > 1  # subnormal sums among them
     assert_same(linalg.matmul(a, b, sf.fp32, order="pairwise", out_format=sf.fp32), want, "below the grid")
+
+
+def _pair(k, first, second):
+    """(4, k) x (k, 64) FP32 operands: row 0 of A times every column of B is first[0] * first[1] +
+    second[0] * second[1] at t = 0 and 1 (a leaf of the pairwise order's first block), zeros elsewhere."""
+    a, b = np.zeros((4, k), np.float32), np.zeros((k, 64), np.float32)
+    (a[0, 0], b[0, :]), (a[0, 1], b[1, :]) = first, second
+    return a.view(np.uint32), b.view(np.uint32)
+
+
+# (accumulate, rounding, operands, the bits rounded once): sums the host's binary64 arithmetic lands on
+# a midpoint of the accumulator, which its conversion would round the wrong way.
+UNDECIDED = [
+    # FP32 with ties away: (1 + 2**-12)**2 = 1 + 2**-11 + 2**-24 is a midpoint; + 2**-80 lies above
+    # it, and binary64 rounds it onto it: away, 1 + 2**-11 + 2**-23. Alone, the exact tie goes away too.
+    (sf.fp32, "rna", ((2.0**-40, 2.0**-40), (1 + 2.0**-12, 1 + 2.0**-12)), 0x3F801001),
+    (sf.fp32, "rna", ((1 + 2.0**-12, 1 + 2.0**-12), (0.0, 0.0)), 0x3F801001),
+    # FP16 to nearest even: 512.5 + 0.25 * (1 - 2**-46) lies just below the midpoint 512.75 (binary64
+    # rounds it onto it; its even neighbour is 513): 512.5.
+    (sf.fp16, "rne", ((1.0, 512.5), (0.5 + 2.0**-24, 0.5 - 2.0**-24)), 0x44002000),
+]
+UNDECIDED = [case + (order,) for case in UNDECIDED for order in ("sequential", "pairwise")] + [
+    # FP16 subnormals: 3 * 2**-25 - 2**-80 lies just below a midpoint (even neighbour 2**-23): 2**-24.
+    # (A leaf of two products: a sequential step adds one product to an FP16 value, which cannot
+    # come this close to a subnormal midpoint.)
+    (sf.fp16, "rne", ((1.5 * 2.0**-12, 2.0**-12), (2.0**-40, -(2.0**-40))), 0x33800000, "pairwise")]
+
+
+@pytest.mark.parametrize("accumulate, rounding, pair, want, order", UNDECIDED, ids=str)
+def test_binary64_sums_on_an_accumulator_midpoint_are_computed_again(accumulate, rounding, pair, want, order):
+    """FP32 inputs into FP16, or FP32 with ties away: each + is the host's binary64 sum rounded by
+    its conversions (_kernels.checked), which is the one rounding except on the accumulator's
+    midpoints; a panel with one is computed again with the exact steps. The crafted sums, in the
+    pairwise order inside a block (k = 16) and beside random rows and columns."""
+    a, b = _pair(16, *pair)
+    got = linalg.matmul(a, b, sf.fp32, accumulate=accumulate, rounding=rounding, order=order, out_format=sf.fp32)
+    assert (got[0] == want).all(), hex(int(got[0, 0]))
+    rng = np.random.default_rng(14)
+    a2 = np.vstack([a.view(np.float32), rng.standard_normal((5, 16)).astype(np.float32)]).view(np.uint32)
+    b2 = np.hstack([b.view(np.float32), rng.standard_normal((16, 70)).astype(np.float32)]).view(np.uint32)
+    want2 = scalar_sequential(a2, b2, sf.fp32, sf.fp32, order, rounding=rounding, accumulate=accumulate)
+    assert (want2[0, :64] == want).all()
+    got2 = linalg.matmul(a2, b2, sf.fp32, accumulate=accumulate, rounding=rounding, order=order, out_format=sf.fp32)
+    assert_same(got2, want2, f"{accumulate.name} {rounding} {order}")
+
+
+@pytest.mark.parametrize("accumulate, rounding, order", [
+    (sf.fp32, "rna", "sequential"), (sf.fp16, "rne", "sequential"), (sf.fp32, "rna", "pairwise"),
+    (sf.fp16, "rne", "pairwise"), (sf.fp32, "rne", "pairwise")], ids=str)  # (FP32 RNE sequential: the binary32 FMA)
+def test_checked_kernels_on_random_operands(accumulate, rounding, order):
+    """The checked kernels themselves (checked=True, where the host's conversions run and panels
+    are computed again only where a sum is undecided) against the scalar kernel: FP32 inputs at
+    scales whose sums cross FP16's subnormals, shapes that cut tiles, panels and blocks."""
+    mode = int(sf.Rounding[rounding.upper()])
+    spec = linalg._twosum_spec(accumulate, mode, True)
+    run = hardware.gemm if order == "sequential" else hardware_pairwise.pairwise_gemm
+    for m, k, n in ((5, 40, 67), (9, 300, 130), (4, 16, 1)):
+        rng = np.random.default_rng([m, k, n, mode])
+        for scale in (1.0, 2.0**-9):
+            a = (rng.standard_normal((m, k)) * scale).astype(np.float32)
+            b = (rng.standard_normal((k, n)) * scale).astype(np.float32)
+            assert host_gemm._products_on_binary32_grid(a, b)
+            want = scalar_sequential(a.view(np.uint32), b.view(np.uint32), sf.fp32, sf.fp32, order,
+                                     rounding=rounding, accumulate=accumulate)
+            got = run(a.astype(float), b.astype(float), spec=spec, checked=True)
+            assert_same(np.asarray(got, np.float32).view(np.uint32), want,
+                        f"{m}x{k}x{n} {scale} {accumulate.name} {rounding} {order}")
 
 
 def test_numpy_float32_k_loop():

@@ -21,8 +21,10 @@ kernels write the caller's NaN pattern instead.
 
 The GEMM (:func:`make_fma_gemm`) holds a tile of ``ROWS`` x ``COLS`` accumulators while streaming k,
 so each element's chain runs in k order: the same bits whatever the tiling and thread count. Under
-a spec of _kernels.twosum its step, and every + of the pairwise kernel, is instead the host's sum
-rounded into another accumulation format or mode (``twosum.rounded_sum``).
+a spec of _kernels.twosum its step, and every + of the pairwise kernel (_kernels/hardware_pairwise.py),
+is instead the host's sum rounded into another accumulation format or mode (``twosum.rounded_sum``),
+or for FP32 products the host's binary64 sum rounded by its conversions where _kernels.checked says
+that is the one rounding.
 """
 import functools
 
@@ -33,7 +35,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .core import RDN, RNE, RTZ, RUP
-from .twosum import BINARY32_IN_BINARY64, PLAIN, binary32_midpoint, rounded_sum
+from . import checked as checks
+from .checked import narrowed, undecided
+from .twosum import PLAIN, rounded_sum
 
 ROWS = 4  # rows of a tile: four accumulator rows share each loaded vector of B
 # Columns of a tile by float type: 64 binary32 (four AVX-512 vectors), 32 binary64. Measured on
@@ -138,12 +142,17 @@ def _stored(value, nan):
 
 
 @functools.cache
-def make_fma_gemm(cols, parallel, mode=RNE, spec=PLAIN):
+def make_fma_gemm(cols, parallel, mode=RNE, spec=PLAIN, checked=False):
     """A compiled ``kernel(a, panels, c, has_c, out, probe, nan) -> bool``: out[i, j] = the chain
     acc = fma(a[i, t], b[t, j], acc) over t in order, from c[i, j] (+0 without ``has_c``), a NaN
     written as ``nan[0]`` (the caller's NaN). With a ``spec`` of _kernels.twosum (``mode`` RNE,
     finite operands whose products are values of their float): acc = rounded_sum(acc, a[i, t] *
     b[t, j]), each step's exact sum rounded as the spec says.
+
+    ``checked`` (binary32 operands in binary64, a spec of a _kernels.checked kind; for BINARY32
+    every product a multiple of 2**-149): each step is the host's binary64 fused multiply-add
+    rounded into the accumulator by checked.narrowed; a panel of a tile where checked.undecided is
+    zero is computed again with rounded_sum's steps.
 
     ``a`` (m, k), ``c`` and ``out`` (m, n): arrays of one float type, m a multiple of ROWS;
     ``panels`` (n // cols, k, cols): B cut into panels of ``cols`` columns (:func:`panels`). A tile
@@ -156,9 +165,17 @@ def make_fma_gemm(cols, parallel, mode=RNE, spec=PLAIN):
     control = MXCSR[mode]
     rounding, precision, emin_field, max_bits = spec  # compile-time constants (closure variables)
     fused = rounding < 0
+    kind = checks.kind_of(spec) if checked else checks.BINARY32  # (unchecked: compiled, never run)
+    if checked and kind == checks.NONE:
+        raise ValueError(f"no checked rounding for the spec {spec}")
 
     @njit(cache=True, parallel=parallel, error_model="numpy")
     def kernel(a, panels, c, has_c, out, probe, nan):
+        def step(acc, x, y):
+            if fused:
+                return fma(x, y, acc)
+            return rounded_sum(acc, x * y, rounding, precision, emin_field, max_bits)
+
         k = a.shape[1]
         tiles = a.shape[0] // ROWS
         good = np.ones(tiles, np.bool_)
@@ -166,29 +183,40 @@ def make_fma_gemm(cols, parallel, mode=RNE, spec=PLAIN):
             saved = swap_mxcsr(control)
             good[tile] = env_ok(probe, mode)
             i0, i1, i2, i3 = tile * ROWS, tile * ROWS + 1, tile * ROWS + 2, tile * ROWS + 3
+            apart = np.ones(cols, np.uint64)  # (checked: zero in a lane where a sum was undecided)
             for p in range(panels.shape[0]):
                 j0 = p * cols
-                if has_c:
-                    acc0, acc1 = c[i0, j0:j0 + cols].copy(), c[i1, j0:j0 + cols].copy()
-                    acc2, acc3 = c[i2, j0:j0 + cols].copy(), c[i3, j0:j0 + cols].copy()
-                else:  # +0
-                    acc0, acc1 = np.zeros(cols, a.dtype), np.zeros(cols, a.dtype)
-                    acc2, acc3 = np.zeros(cols, a.dtype), np.zeros(cols, a.dtype)
                 panel = panels[p]
-                for t in range(k):
-                    x0, x1, x2, x3 = a[i0, t], a[i1, t], a[i2, t], a[i3, t]
-                    for w in range(cols):
-                        y = panel[t, w]
-                        if fused:
-                            acc0[w] = fma(x0, y, acc0[w])
-                            acc1[w] = fma(x1, y, acc1[w])
-                            acc2[w] = fma(x2, y, acc2[w])
-                            acc3[w] = fma(x3, y, acc3[w])
+                exact = not checked
+                while True:  # (checked: once more with exact steps where a sum was undecided)
+                    if has_c:
+                        acc0, acc1 = c[i0, j0:j0 + cols].copy(), c[i1, j0:j0 + cols].copy()
+                        acc2, acc3 = c[i2, j0:j0 + cols].copy(), c[i3, j0:j0 + cols].copy()
+                    else:  # +0
+                        acc0, acc1 = np.zeros(cols, a.dtype), np.zeros(cols, a.dtype)
+                        acc2, acc3 = np.zeros(cols, a.dtype), np.zeros(cols, a.dtype)
+                    for t in range(k):
+                        x0, x1, x2, x3 = a[i0, t], a[i1, t], a[i2, t], a[i3, t]
+                        if exact:
+                            for w in range(cols):
+                                y = panel[t, w]
+                                acc0[w] = step(acc0[w], x0, y)
+                                acc1[w] = step(acc1[w], x1, y)
+                                acc2[w] = step(acc2[w], x2, y)
+                                acc3[w] = step(acc3[w], x3, y)
                         else:
-                            acc0[w] = rounded_sum(acc0[w], x0 * y, rounding, precision, emin_field, max_bits)
-                            acc1[w] = rounded_sum(acc1[w], x1 * y, rounding, precision, emin_field, max_bits)
-                            acc2[w] = rounded_sum(acc2[w], x2 * y, rounding, precision, emin_field, max_bits)
-                            acc3[w] = rounded_sum(acc3[w], x3 * y, rounding, precision, emin_field, max_bits)
+                            for w in range(cols):
+                                y = panel[t, w]
+                                s0, s1 = fma(x0, y, acc0[w]), fma(x1, y, acc1[w])
+                                s2, s3 = fma(x2, y, acc2[w]), fma(x3, y, acc3[w])
+                                apart[w] = min(apart[w], min(min(undecided(s0, kind), undecided(s1, kind)),
+                                                             min(undecided(s2, kind), undecided(s3, kind))))
+                                acc0[w], acc1[w] = narrowed(s0, kind), narrowed(s1, kind)
+                                acc2[w], acc3[w] = narrowed(s2, kind), narrowed(s3, kind)
+                    if exact or apart.min() != 0:
+                        break
+                    exact = True
+                    apart[:] = 1
                 for w in range(cols):
                     out[i0, j0 + w] = _stored(acc0[w], nan[0])
                     out[i1, j0 + w] = _stored(acc1[w], nan[0])
@@ -198,9 +226,6 @@ def make_fma_gemm(cols, parallel, mode=RNE, spec=PLAIN):
                 swap_mxcsr(saved)
         return good.all()
     return kernel
-
-
-MAX_DEPTH = 64  # partial sums of the pairwise tree: enough for k < 2**63
 
 
 @njit(cache=True, error_model="numpy")
@@ -217,149 +242,6 @@ def exponent_range(bits):
         low = min(low, field if counted else np.int32(256))
         high = max(high, field if counted else np.int32(-1))
     return low, high
-
-
-BLOCK = 16  # products the pairwise kernel sums as one tree in registers
-
-
-@functools.cache
-def make_pairwise_gemm(cols, parallel, mode=RNE, spec=PLAIN, checked=False):
-    """A compiled ``kernel(a, panels, out, probe, nan) -> bool``: out[i, j] = the products
-    a[i, t] * b[t, j] summed as matmul.pairwise_row's binary tree (a binary counter: while the two
-    newest partial sums cover equally many products they become older + newer; at the end the
-    partial sums are added newest first; k == 1 gives +0 + the product), every + one binary32
-    addition of the host.
-
-    Exact only where every product is a binary32 value (the caller checks the formats): a
-    product is then one multiplication, and each + rounds the exact sum of its operands once, as
-    the order says. Operands as for make_fma_gemm (binary32); the tree's shape depends on k
-    alone, so every lane of a tile takes the same steps. ``mode``: as for make_fma_gemm; with a
-    ``spec`` of _kernels.twosum (``mode`` RNE, finite operands) each + is rounded_sum's, except
-    under twosum.BINARY32_IN_BINARY64 a + of two partial sums (binary32 values already): the
-    host's binary64 sum converted to binary32, the same rounding (that spec's comment).
-
-    ``checked`` (under BINARY32_IN_BINARY64, for binary32 operands in binary64 whose products are
-    all multiples of 2**-149): a + of two products in a block is the host's fused multiply-add
-    (one rounding of the exact sum into binary64) converted to binary32, a second rounding to
-    nearest even. The two give the one rounding unless the binary64 sum is a binary32 midpoint
-    (twosum.binary32_midpoint; below 2**-126 these sums are exact in both). A panel where one
-    appears is summed again with rounded_sum's exact leaves, and so is the rest of its tile."""
-    rows = prange if parallel else range
-    control = MXCSR[mode]
-    rounding, precision, emin_field, max_bits = spec  # compile-time constants (closure variables)
-    rounded_twice = spec == BINARY32_IN_BINARY64
-    if checked and not rounded_twice:
-        raise ValueError("checked leaves are the binary32 rounding of binary64 sums")
-
-    @njit(cache=True, parallel=parallel, error_model="numpy")
-    def kernel(a, panels, out, probe, nan):
-        def add(x, y):
-            return rounded_sum(x, y, rounding, precision, emin_field, max_bits)
-
-        def merge(x, y):  # a + of two partial sums (values of the accumulation format)
-            if rounded_twice:
-                return np.float64(np.float32(x + y))
-            return add(x, y)
-
-        def tree8(x, panel, t, o, w):  # the balanced tree of x[o + u] * panel[t + o + u, w], u < 8
-            return merge(merge(add(x[o] * panel[t + o, w], x[o + 1] * panel[t + o + 1, w]),
-                               add(x[o + 2] * panel[t + o + 2, w], x[o + 3] * panel[t + o + 3, w])),
-                         merge(add(x[o + 4] * panel[t + o + 4, w], x[o + 5] * panel[t + o + 5, w]),
-                               add(x[o + 6] * panel[t + o + 6, w], x[o + 7] * panel[t + o + 7, w])))
-
-        def leaf(x, panel, t, o, w):  # (checked) x[o] * b + x[o + 1] * b rounded once into the host's float
-            return fma(x[o], panel[t + o, w], x[o + 1] * panel[t + o + 1, w])
-
-        k = a.shape[1]
-        tiles = a.shape[0] // ROWS
-        # One job per tile and panel, panel by panel: consecutive jobs (one thread's) share B's panel
-        # while it is in cache.
-        good = np.ones(tiles * panels.shape[0], np.bool_)
-        for job in rows(tiles * panels.shape[0]):
-            saved = swap_mxcsr(control)
-            good[job] = env_ok(probe, mode)
-            q, i0 = job // tiles, (job % tiles) * ROWS
-            stack = np.empty((ROWS, MAX_DEPTH, cols), a.dtype)
-            sizes = np.empty(MAX_DEPTH, np.int64)
-            p = np.empty((ROWS, cols), a.dtype)
-            apart = np.ones(cols, np.uint64)  # (checked: zero in a lane where a midpoint appeared)
-            exact = not checked
-            if True:
-                panel = panels[q]
-                while True:  # (checked: once more with exact leaves where a midpoint appeared)
-                    depth = 0
-                    for t in range(0, k, 1):
-                        if t % BLOCK == 0 and t + BLOCK <= k:
-                            # BLOCK products from a multiple of BLOCK: the counter's balanced tree
-                            # of them in registers, then one partial sum (the state the counter reaches).
-                            if exact:
-                                for r in range(ROWS):
-                                    x = a[i0 + r, t:t + BLOCK]
-                                    for w in range(cols):
-                                        p[r, w] = merge(tree8(x, panel, t, 0, w), tree8(x, panel, t, 8, w))
-                            else:
-                                for r in range(ROWS):
-                                    x = a[i0 + r, t:t + BLOCK]
-                                    for w in range(cols):
-                                        s0, s1, s2, s3 = (leaf(x, panel, t, 0, w), leaf(x, panel, t, 2, w),
-                                                          leaf(x, panel, t, 4, w), leaf(x, panel, t, 6, w))
-                                        s4, s5, s6, s7 = (leaf(x, panel, t, 8, w), leaf(x, panel, t, 10, w),
-                                                          leaf(x, panel, t, 12, w), leaf(x, panel, t, 14, w))
-                                        apart[w] = min(apart[w], min(
-                                            min(min(binary32_midpoint(s0), binary32_midpoint(s1)),
-                                                min(binary32_midpoint(s2), binary32_midpoint(s3))),
-                                            min(min(binary32_midpoint(s4), binary32_midpoint(s5)),
-                                                min(binary32_midpoint(s6), binary32_midpoint(s7)))))
-                                        # binary32 additions of binary32 values: each rounded once
-                                        p[r, w] = np.float64(
-                                            ((np.float32(s0) + np.float32(s1)) + (np.float32(s2) + np.float32(s3)))
-                                            + ((np.float32(s4) + np.float32(s5)) + (np.float32(s6) + np.float32(s7))))
-                            size = BLOCK
-                        elif t < k - k % BLOCK:
-                            continue  # inside a block, summed above
-                        else:
-                            for r in range(ROWS):
-                                x0 = a[i0 + r, t]
-                                for w in range(cols):
-                                    p[r, w] = x0 * panel[t, w]
-                            size = 1
-                        while depth > 0 and sizes[depth - 1] == size:
-                            depth -= 1
-                            for r in range(ROWS):  # two single products are not partial sums yet
-                                for w in range(cols):
-                                    p[r, w] = (add(stack[r, depth, w], p[r, w]) if size == 1 else
-                                               merge(stack[r, depth, w], p[r, w]))
-                            size *= 2
-                        for r in range(ROWS):
-                            for w in range(cols):
-                                stack[r, depth, w] = p[r, w]
-                        sizes[depth] = size
-                        depth += 1
-                    if exact or apart.min() != 0:
-                        break
-                    exact = True
-                if depth == 0:
-                    p[:, :] = 0
-                else:
-                    depth -= 1
-                    for r in range(ROWS):
-                        for w in range(cols):  # k == 1: +0 + the product; else the newest partial sum
-                            p[r, w] = add(a.dtype.type(0), stack[r, depth, w]) if k == 1 else stack[r, depth, w]
-                    raw = sizes[depth] == 1  # the newest may be a single product (only it)
-                    while depth > 0:
-                        depth -= 1
-                        for r in range(ROWS):
-                            for w in range(cols):
-                                older = stack[r, depth, w]
-                                p[r, w] = add(older, p[r, w]) if raw else merge(older, p[r, w])
-                        raw = False
-                for r in range(ROWS):
-                    for w in range(cols):
-                        out[i0 + r, q * cols + w] = _stored(p[r, w], nan[0])
-            if saved >= 0:
-                swap_mxcsr(saved)
-        return good.all()
-    return kernel
 
 
 def padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -487,40 +369,23 @@ def _nan(dtype, nan: int | None) -> np.ndarray:
     return np.array([default if nan is None else nan], bits).view(dtype)
 
 
-def pairwise_gemm(a: np.ndarray, b: np.ndarray, parallel: bool = False, mode: int = RNE,
-                  nan: int | None = None, spec: tuple = PLAIN, b_columns: int = 0,
-                  checked: bool = False) -> np.ndarray | None:
-    """The pairwise order's sums of the products a[i, t] * b[t, j] (float32 arrays whose products
-    are all binary32 values) on the host's binary32 arithmetic, every + rounded as ``mode`` says
-    (or, with a ``spec`` of _kernels.twosum, as it says: finite operands), every NaN the pattern
-    ``nan``; None where a thread's environment could not be made so (make_fma_gemm). ``b`` may
-    come packed already (:func:`panels`, :func:`row_panels`: ``columns(dtype, "pairwise")`` wide),
-    its ``b_columns`` columns given. ``checked``: make_pairwise_gemm's."""
-    m, n = a.shape[0], b.shape[1] if b.ndim == 2 else b_columns
-    cols = PAIRWISE_COLS[a.dtype]
-    ap = padded(a, ROWS, 1)
-    out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
-    packed = panels(b, cols, parallel) if b.ndim == 2 else b
-    if not make_pairwise_gemm(cols, parallel, mode, spec, checked)(ap, packed, out, PROBE, _nan(a.dtype, nan)):
-        return None
-    return out[:m, :n]
-
-
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, parallel: bool = False,
-         mode: int = RNE, nan: int | None = None, spec: tuple = PLAIN, b_columns: int = 0) -> np.ndarray | None:
+         mode: int = RNE, nan: int | None = None, spec: tuple = PLAIN, b_columns: int = 0,
+         checked: bool = False) -> np.ndarray | None:
     """The chain of fused multiply-adds ``c = a[i, t] * b[t, j] + c`` over t in order for every
     (i, j), from ``c`` (+0 when None), on the host's FMA rounding as ``mode`` says, every NaN the
     pattern ``nan`` (default: the format's quiet NaN): float32 or float64 arrays of one dtype.
     With a ``spec`` of _kernels.twosum (float32, finite, products that are binary32 values):
     ``c = rounded_sum(c, a[i, t] * b[t, j])``, each step rounded as the spec says. None where a
     thread's environment could not be made so. ``b`` may come packed already, as for
-    :func:`pairwise_gemm`."""
+    hardware_pairwise.pairwise_gemm. ``checked``: make_fma_gemm's."""
     m, n = a.shape[0], b.shape[1] if b.ndim == 2 else b_columns
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
     out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
     cp = out if c is None else padded(c, ROWS, cols)  # (not read without c)
     packed = panels(b, cols, parallel) if b.ndim == 2 else b
-    if not make_fma_gemm(cols, parallel, mode, spec)(ap, packed, cp, c is not None, out, PROBE, _nan(a.dtype, nan)):
+    if not make_fma_gemm(cols, parallel, mode, spec, checked)(ap, packed, cp, c is not None, out, PROBE,
+                                                              _nan(a.dtype, nan)):
         return None
     return out[:m, :n]

@@ -257,26 +257,6 @@ def spec_of(mode: int, precision: int, emin: int, max_value: float, wide: bool =
     return (int(mode), int(precision), int(emin) + 127, int(np.float32(max_value).view(np.int32)))
 
 
-@intrinsic
-def binary32_midpoint(typingctx, s):
-    """Zero where the binary64 value ``s`` lies halfway between two adjacent binary32 values of its
-    binade in binary32's normal range (its 29 lowest bits: a one, then 28 zeros), else a positive
-    integer (uint64): the one place a second rounding to nearest even, into binary32, can differ
-    from rounding the exact value once. Always 1 for a binary32 ``s`` (so a kernel compiles for
-    either float type). A minimum over many sums is zero where one of them is such a midpoint."""
-    if not isinstance(s, types.Float):
-        return None
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        if signature.args[0] != types.float64:
-            return ir.Constant(i64, 1)
-        flipped = builder.xor(builder.bitcast(args[0], i64), ir.Constant(i64, 1 << 28))
-        return builder.and_(flipped, ir.Constant(i64, (1 << 29) - 1))
-
-    return types.uint64(s), codegen
-
-
 # Binary64 sums rounded to nearest even into binary32 (FP32 accumulation of FP32 products). Where
 # both terms are binary32 values, the host's binary64 sum converted to binary32 is that rounding:
 # binary64 has 53 >= 2 * 24 + 2 bits, so the two roundings to nearest even give the one rounding.
