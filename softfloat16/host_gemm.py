@@ -131,14 +131,14 @@ def _host_gemm(a32: np.ndarray, b32: np.ndarray, accumulate: Format, order: str,
         spec = _twosum_spec(accumulate, mode, True)
         kind = checks.kind_of(spec)  # the host's conversions where they provably round as the spec
         checked = kind == checks.FP16 or kind == checks.BINARY32 and _products_on_binary32_grid(a32, b32)
-        a32, b32 = a32.astype(np.float64), b32.astype(np.float64)
+        a32, b32 = hardware.widened(a32), hardware.widened(b32)
+        if a32 is None or b32 is None:
+            return None
     nan = fp32.default_nan if a32.dtype == np.float32 else None  # binary64's quiet NaN converts to FP32's
-    if order == "sequential":
-        result = hardware.gemm(a32, b32, parallel=parallel, nan=nan, spec=spec, b_columns=n, checked=checked)
-    else:
-        result = hardware_pairwise.pairwise_gemm(a32, b32, parallel=parallel, nan=nan, spec=spec, b_columns=n,
-                                        checked=checked)
-    return None if result is None else np.ascontiguousarray(result.astype(np.float32)).view(np.uint32)
+    # (binary64 sums: binary32 results, converted in the kernel's environment)
+    run = hardware.gemm if order == "sequential" else hardware_pairwise.pairwise_gemm
+    result = run(a32, b32, parallel=parallel, nan=nan, spec=spec, b_columns=n, checked=checked, out_dtype=np.float32)
+    return None if result is None else np.ascontiguousarray(result).view(np.uint32)
 
 
 @functools.cache

@@ -344,6 +344,47 @@ def test_flush_to_zero_set_by_someone_else_changes_nothing(bits):
     assert_same(np.ascontiguousarray(direct).view(np.uint32), want, "the kernel itself")
 
 
+@pytest.mark.skipif(not X86, reason="MXCSR (FTZ/DAZ, the rounding control) is x86's")
+@pytest.mark.parametrize("accumulate, rounding, order", [
+    (sf.fp32, "rne", "pairwise"), (sf.fp32, "rna", "sequential"), (sf.fp16, "rne", "sequential"),
+    (sf.fp16, "rne", "pairwise")], ids=str)
+def test_checked_kernels_under_flush_to_zero_and_rounding_up(accumulate, rounding, order):
+    """The binary64 sums rounded by the host's conversions (_kernels.checked) set MXCSR themselves:
+    FTZ, DAZ and rounding upward set by someone else change no bit. FP32 operands on binary32's grid
+    (products near 2**-90) with a row whose sums cancel to the subnormal 2**-136:
+    -(1 + 2**-22) * 2**-90 + (1 + 2**-23) * (1 + 2**-23) * 2**-90, and a subnormal operand; and
+    N(0, 1) operands scaled into FP16's subnormals."""
+    rng = np.random.default_rng(15)
+    signs = rng.choice([-1.0, 1.0], (4, 40)), rng.choice([-1.0, 1.0], (40, 64))
+    grid = ((signs[0] * rng.uniform(1, 2, (4, 40))).astype(np.float32),
+            (signs[1] * rng.uniform(1, 2, (40, 64)) * 2.0**-90).astype(np.float32))
+    grid[0][0] = 0
+    grid[0][0, :2], grid[1][:2] = (1 + 2.0**-22, 1 + 2.0**-23), np.array([[-(2.0**-90)], [2.0**-90 * (1 + 2.0**-23)]])
+    assert host_gemm._products_on_binary32_grid(*grid)
+    subnormal = grid[0].copy(), grid[1].copy()
+    subnormal[0][1, 5], subnormal[1][5] = 2.0**-140, 2.0**30  # a subnormal operand (DAZ), its product 2**-110
+    small = ((rng.standard_normal((4, 40)) * 2.0**-8).astype(np.float32),
+             (rng.standard_normal((40, 64)) * 2.0**-8).astype(np.float32))
+    before = sf.get_num_threads()
+    for kind, (a, b) in (("grid", grid), ("subnormal", subnormal), ("small", small)):
+        a, b = a.view(np.uint32), b.view(np.uint32)
+        want = scalar_sequential(a, b, sf.fp32, sf.fp32, order, rounding=rounding, accumulate=accumulate)
+        if kind != "small":
+            assert accumulate is sf.fp16 or (want[0] == 0x2000).all()  # 2**-136 (FP16: 0)
+        else:
+            field = (want & 0x7F800000) >> 23
+            assert accumulate is sf.fp32 or ((field < 127 - 14) & (want & 0x7FFFFFFF != 0)).sum() > 10
+        sf.set_num_threads(1)
+        old = swap_mxcsr(0x1F80 | 0x4000 | FTZ | DAZ)
+        try:
+            got = linalg.matmul(a, b, sf.fp32, accumulate=accumulate, rounding=rounding, order=order,
+                                out_format=sf.fp32)
+        finally:
+            swap_mxcsr(old)
+            sf.set_num_threads(before)
+        assert_same(got, want, f"{kind} {accumulate.name} {rounding} {order}")
+
+
 @pytest.mark.parametrize("mode", ["FE_UPWARD", "FE_TOWARDZERO", "FE_DOWNWARD"])
 def test_a_directed_rounding_mode_set_by_someone_else_changes_nothing(mode):
     libm = ctypes.CDLL(ctypes.util.find_library("m"))

@@ -332,6 +332,26 @@ def _products(a, b, out, probe):
     return ok
 
 
+@njit(cache=True, error_model="numpy")
+def _widen(x, out, probe):
+    saved = swap_mxcsr(NEAREST)
+    ok = env_ok(probe, RNE)
+    for i in range(x.shape[0]):
+        out[i] = np.float64(x[i])
+    if saved >= 0:
+        swap_mxcsr(saved)
+    return ok
+
+
+def widened(x: np.ndarray) -> np.ndarray | None:
+    """A float32 array as float64 (exact), converted with DAZ off (numpy's conversion would read a
+    subnormal as zero under the caller's DAZ); None where the environment could not be made so."""
+    out = np.empty(x.size, np.float64)
+    if not _widen(np.ascontiguousarray(x).ravel(), out, PROBE):
+        return None
+    return out.reshape(x.shape)
+
+
 def products(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """a * b elementwise for two float arrays of one shape whose products are all values of their
     float (exact: no rounding), with FTZ and DAZ off (MXCSR set on x86, checked elsewhere); None
@@ -371,19 +391,22 @@ def _nan(dtype, nan: int | None) -> np.ndarray:
 
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, parallel: bool = False,
          mode: int = RNE, nan: int | None = None, spec: tuple = PLAIN, b_columns: int = 0,
-         checked: bool = False) -> np.ndarray | None:
+         checked: bool = False, out_dtype=None) -> np.ndarray | None:
     """The chain of fused multiply-adds ``c = a[i, t] * b[t, j] + c`` over t in order for every
     (i, j), from ``c`` (+0 when None), on the host's FMA rounding as ``mode`` says, every NaN the
     pattern ``nan`` (default: the format's quiet NaN): float32 or float64 arrays of one dtype.
     With a ``spec`` of _kernels.twosum (float32, finite, products that are binary32 values):
     ``c = rounded_sum(c, a[i, t] * b[t, j])``, each step rounded as the spec says. None where a
     thread's environment could not be made so. ``b`` may come packed already, as for
-    hardware_pairwise.pairwise_gemm. ``checked``: make_fma_gemm's."""
+    hardware_pairwise.pairwise_gemm. ``checked``: make_fma_gemm's. ``out_dtype`` (default a's):
+    float32 for binary64 sums whose results are binary32 values, converted inside the kernel, in
+    the environment it sets (numpy's conversion afterwards would flush a subnormal under the
+    caller's FTZ)."""
     m, n = a.shape[0], b.shape[1] if b.ndim == 2 else b_columns
     cols = COLS[a.dtype]
     ap = padded(a, ROWS, 1)
-    out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
-    cp = out if c is None else padded(c, ROWS, cols)  # (not read without c)
+    out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype if out_dtype is None else out_dtype)
+    cp = np.empty((0, 0), a.dtype) if c is None else padded(c, ROWS, cols)  # (not read without c)
     packed = panels(b, cols, parallel) if b.ndim == 2 else b
     if not make_fma_gemm(cols, parallel, mode, spec, checked)(ap, packed, cp, c is not None, out, PROBE,
                                                               _nan(a.dtype, nan)):

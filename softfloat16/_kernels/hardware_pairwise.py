@@ -179,17 +179,18 @@ def make_pairwise_gemm(cols, parallel, mode=RNE, spec=PLAIN, checked=False):
 
 def pairwise_gemm(a: np.ndarray, b: np.ndarray, parallel: bool = False, mode: int = RNE,
                   nan: int | None = None, spec: tuple = PLAIN, b_columns: int = 0,
-                  checked: bool = False) -> np.ndarray | None:
+                  checked: bool = False, out_dtype=None) -> np.ndarray | None:
     """The pairwise order's sums of the products a[i, t] * b[t, j] (float32 arrays whose products
     are all binary32 values) on the host's binary32 arithmetic, every + rounded as ``mode`` says
     (or, with a ``spec`` of _kernels.twosum, as it says: finite operands), every NaN the pattern
     ``nan``; None where a thread's environment could not be made so (hardware.make_fma_gemm).
     ``b`` may come packed already (hardware.panels, hardware.row_panels: ``columns(dtype,
-    "pairwise")`` wide), its ``b_columns`` columns given. ``checked``: make_pairwise_gemm's."""
+    "pairwise")`` wide), its ``b_columns`` columns given. ``checked``: make_pairwise_gemm's;
+    ``out_dtype``: hardware.gemm's."""
     m, n = a.shape[0], b.shape[1] if b.ndim == 2 else b_columns
     cols = PAIRWISE_COLS[a.dtype]
     ap = padded(a, ROWS, 1)
-    out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype)
+    out = np.empty((ap.shape[0], -(-n // cols) * cols), a.dtype if out_dtype is None else out_dtype)
     packed = panels(b, cols, parallel) if b.ndim == 2 else b
     if not make_pairwise_gemm(cols, parallel, mode, spec, checked)(ap, packed, out, PROBE, _nan(a.dtype, nan)):
         return None
