@@ -94,7 +94,16 @@ def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accum
     nearest even, when it is the default)."""
     if not (_embeds(fmt, fp32) and _embeds(b_format, fp32) and _embeds(accumulate, fp32)):
         return None
-    a32, b32 = (_binary32(x, f) for x, f in ((a, fmt), (b, b_format)))
+    a32 = _binary32(a, fmt)
+    if b_format is not fp32 and not b.shape[1] < SUM_MIN_RESULTS <= a.shape[0]:
+        # B's patterns read through the table straight into panels (one pass), where the kernels
+        # that take packed panels apply: every product a binary32 value.
+        packed = hardware.table_panels(b, _binary32_table(b_format), hardware.columns(np.float32, order))
+        if _products_in_binary32(a32, packed, fmt, b_format):
+            result = _host_gemm(a32, packed, accumulate, order, mode, lambda: True, b.shape[1])
+            if result is not None:
+                return result
+    b32 = _binary32(b, b_format)
     in_binary32 = functools.cache(lambda: _products_in_binary32(a32, b32, fmt, b_format))
     if b32.shape[1] < SUM_MIN_RESULTS <= a32.shape[0]:
         # Few columns, many rows: C.T = B.T @ A.T has the same products, each element's in the same
@@ -164,7 +173,9 @@ def sums(terms: np.ndarray, fmt: Format, accumulate: Format, order: str, mode: i
     if m < SUM_MIN_RESULTS or k == 0:
         return None
     if columns:
-        packed = hardware.panels(_binary32(terms, fmt), hardware.columns(np.float32, order))
+        cols = hardware.columns(np.float32, order)
+        packed = (hardware.panels(_binary32(terms, fmt), cols) if fmt is fp32 else
+                  hardware.table_panels(terms, _binary32_table(fmt), cols))
     else:
         table = None if fmt is fp32 else _binary32_table(fmt)
         packed = hardware.row_panels(terms.view(np.float32) if table is None else terms, table,

@@ -267,6 +267,25 @@ def _pack(b, out):
                 out[p, t, w] = b[t, j] if j < n else 0
 
 
+@njit(cache=True, parallel=True, error_model="numpy")
+def _pack_values(b, table, out):
+    """out[p, t, w] = table[b[t, p * cols + w]], zero past b's last column (threads over panels)."""
+    k, n, cols = b.shape[0], b.shape[1], out.shape[2]
+    for p in prange(out.shape[0]):
+        for t in range(k):
+            for w in range(cols):
+                j = p * cols + w
+                out[p, t, w] = table[b[t, j]] if j < n else 0
+
+
+def table_panels(b: np.ndarray, table: np.ndarray, cols: int) -> np.ndarray:
+    """The panels (:func:`panels`) of B's values: its patterns (k, n) read through ``table``
+    (float32, indexed by pattern) in the same pass."""
+    out = np.empty((-(-b.shape[1] // cols), b.shape[0], cols), np.float32)
+    _pack_values(np.ascontiguousarray(b), table, out)
+    return out
+
+
 def panels(b: np.ndarray, cols: int, parallel: bool = False) -> np.ndarray:
     """B (k, n) padded to whole panels and cut into them: (n // cols, k, cols), each contiguous; on
     Numba's threads with ``parallel`` (a small GEMM's B is packed by numpy: waking the threads
@@ -283,15 +302,23 @@ def panels(b: np.ndarray, cols: int, parallel: bool = False) -> np.ndarray:
     return out
 
 
+# Rows of x read into panels TRANSPOSE_BLOCK terms at a time: the block's part of a panel stays in
+# the L1 cache while every row is read. Measured (Zen 4, one thread, 1024 x 1024 FP16 patterns into
+# panels of 128 columns): 0.97 ms, against 1.78 ms a row at a time.
+TRANSPOSE_BLOCK = 16
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def _pack_rows(x, table, out):
     """out[p, t, w] = table[x[p * cols + w, t]], zero past x's last row (threads over panels)."""
     m, k, cols = x.shape[0], x.shape[1], out.shape[2]
     for p in prange(out.shape[0]):
-        for w in range(cols):
-            j = p * cols + w
-            for t in range(k):
-                out[p, t, w] = table[x[j, t]] if j < m else 0
+        for t0 in range(0, k, TRANSPOSE_BLOCK):
+            t1 = min(t0 + TRANSPOSE_BLOCK, k)
+            for w in range(cols):
+                j = p * cols + w
+                for t in range(t0, t1):
+                    out[p, t, w] = table[x[j, t]] if j < m else 0
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -299,10 +326,12 @@ def _pack_row_values(x, out):
     """out[p, t, w] = x[p * cols + w, t], zero past x's last row (threads over panels)."""
     m, k, cols = x.shape[0], x.shape[1], out.shape[2]
     for p in prange(out.shape[0]):
-        for w in range(cols):
-            j = p * cols + w
-            for t in range(k):
-                out[p, t, w] = x[j, t] if j < m else 0
+        for t0 in range(0, k, TRANSPOSE_BLOCK):
+            t1 = min(t0 + TRANSPOSE_BLOCK, k)
+            for w in range(cols):
+                j = p * cols + w
+                for t in range(t0, t1):
+                    out[p, t, w] = x[j, t] if j < m else 0
 
 
 def row_panels(x: np.ndarray, table: np.ndarray | None, cols: int) -> np.ndarray:
