@@ -309,6 +309,28 @@ def test_threads_and_tiles_do_not_change_bits(monkeypatch):
     assert_same(one, scalar_sequential(a, b, sf.bf16, sf.bf16), "scalar")
 
 
+@pytest.mark.parametrize("accumulate, rounding, order", [
+    (sf.fp32, "rne", "pairwise"), (sf.fp32, "rna", "sequential"), (sf.fp16, "rne", "sequential"),
+    (sf.fp16, "rne", "pairwise"), (sf.fp16, "rtz", "pairwise")], ids=str)
+def test_binary64_kernels_on_threads(accumulate, rounding, order, monkeypatch):
+    """FP32 inputs on the binary64 kernels (checked and TwoSum), compiled for threads: the scalar
+    kernel's bits on 1 and 2 threads."""
+    rng = np.random.default_rng(16)
+    a = rng.standard_normal((37, 90)).astype(np.float32).view(np.uint32)
+    b = rng.standard_normal((90, 130)).astype(np.float32).view(np.uint32)
+    want = scalar_sequential(a, b, sf.fp32, sf.fp32, order, rounding=rounding, accumulate=accumulate)
+    before = sf.get_num_threads()
+    monkeypatch.setattr(sf.threads, "PARALLEL_MIN_MACS", 1)
+    try:
+        for threads in (1, 2):
+            sf.set_num_threads(threads)
+            got = linalg.matmul(a, b, sf.fp32, accumulate=accumulate, rounding=rounding, order=order,
+                                out_format=sf.fp32)
+            assert_same(got, want, f"{threads} threads")
+    finally:
+        sf.set_num_threads(before)
+
+
 # --- the host's floating-point environment, changed on purpose -----------------------------------
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 FTZ, DAZ = 0x8000, 0x0040  # MXCSR bits

@@ -141,6 +141,16 @@ def _stored(value, nan):
     return value if value == value else nan
 
 
+@njit(cache=True, forceinline=True, error_model="numpy")
+def least(keys):
+    """The smallest of a 1-D array of checked keys (a loop: an array expression inside a prange body
+    does not compile)."""
+    low = keys[0]
+    for i in range(1, keys.shape[0]):
+        low = min(low, keys[i])
+    return low
+
+
 @functools.cache
 def make_fma_gemm(cols, parallel, mode=RNE, spec=PLAIN, checked=False):
     """A compiled ``kernel(a, panels, c, has_c, out, probe, nan) -> bool``: out[i, j] = the chain
@@ -213,10 +223,11 @@ def make_fma_gemm(cols, parallel, mode=RNE, spec=PLAIN, checked=False):
                                                              min(undecided(s2, kind), undecided(s3, kind))))
                                 acc0[w], acc1[w] = narrowed(s0, kind), narrowed(s1, kind)
                                 acc2[w], acc3[w] = narrowed(s2, kind), narrowed(s3, kind)
-                    if exact or apart.min() != 0:
+                    if exact or least(apart) != 0:
                         break
                     exact = True
-                    apart[:] = 1
+                    for w in range(cols):
+                        apart[w] = 1
                 for w in range(cols):
                     out[i0, j0 + w] = _stored(acc0[w], nan[0])
                     out[i1, j0 + w] = _stored(acc1[w], nan[0])

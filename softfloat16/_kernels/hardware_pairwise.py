@@ -8,7 +8,7 @@ from numba import njit, prange
 from . import checked as checks
 from .checked import half_rounded, narrowed, undecided
 from .core import RNE
-from .hardware import MXCSR, PAIRWISE_COLS, PROBE, ROWS, _nan, _stored, env_ok, fma, padded, panels, swap_mxcsr
+from .hardware import MXCSR, PAIRWISE_COLS, PROBE, ROWS, _nan, _stored, env_ok, fma, least, padded, panels, swap_mxcsr
 from .twosum import BINARY32_IN_BINARY64, PLAIN, rounded_sum
 
 MAX_DEPTH = 64  # partial sums of the pairwise tree: enough for k < 2**63
@@ -150,11 +150,13 @@ def make_pairwise_gemm(cols, parallel, mode=RNE, spec=PLAIN, checked=False):
                             stack[r, depth, w] = p[r, w]
                     sizes[depth] = size
                     depth += 1
-                if exact or apart.min() != 0:
+                if exact or least(apart) != 0:
                     break
                 exact = True
             if depth == 0:
-                p[:, :] = 0
+                for r in range(ROWS):  # (loops, not array expressions: those inside prange do not compile)
+                    for w in range(cols):
+                        p[r, w] = 0
             else:
                 depth -= 1
                 for r in range(ROWS):
