@@ -129,7 +129,8 @@ def _host_gemm(a32: np.ndarray, b32: np.ndarray, accumulate: Format, order: str,
         return None if result is None else np.ascontiguousarray(result).view(np.uint32)
     in_binary32 = in_binary32()
     if order == "pairwise" and host_rounds and in_binary32:
-        result = hardware_pairwise.pairwise_gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan, b_columns=n)
+        result = hardware_pairwise.pairwise_gemm(a32, b32, parallel=parallel, mode=mode, nan=fp32.default_nan,
+                                                 b_columns=n)
         return None if result is None else np.ascontiguousarray(result).view(np.uint32)
     if not all(twosum.finite(x.view(np.uint32)) for x in (a32, b32)):
         return None  # (the exact kernels: NaN and infinite operands)

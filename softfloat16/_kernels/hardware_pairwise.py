@@ -126,9 +126,9 @@ def make_pairwise_gemm(cols, parallel, mode=RNE, spec=PLAIN, checked=False):
                                                       narrowed(s3, kind))
                                     v4, v5, v6, v7 = (narrowed(s4, kind), narrowed(s5, kind), narrowed(s6, kind),
                                                       narrowed(s7, kind))
-                                    p[r, w] = joined(joined(joined(v0, v1, apart, w), joined(v2, v3, apart, w), apart, w),
-                                                     joined(joined(v4, v5, apart, w), joined(v6, v7, apart, w), apart, w),
-                                                     apart, w)
+                                    left = joined(joined(v0, v1, apart, w), joined(v2, v3, apart, w), apart, w)
+                                    right = joined(joined(v4, v5, apart, w), joined(v6, v7, apart, w), apart, w)
+                                    p[r, w] = joined(left, right, apart, w)
                         size = BLOCK
                     elif t < k - k % BLOCK:
                         continue  # inside a block, summed above
