@@ -378,7 +378,11 @@ def dequantize(q: MXTensor, dtype=np.float32) -> np.ndarray:
         exact = values * scales  # exact: at most 4 + 8 significant bits, within float64's range
         if q.tensor_scale is not None:
             exact = exact * float(np.uint32(q.tensor_scale).view(np.float32))  # 30 bits at most: exact
-        return exact if dtype == np.float64 else exact.astype(np.float32)
+        if dtype == np.float64:
+            return exact
+    # Rounded to FP32 by the core, not numpy's conversion: that one runs in the caller's floating-point
+    # environment (flush to zero or a directed rounding mode set elsewhere would change the bits).
+    return np.asarray(FORMATS["fp32"].from_float(exact)).view(np.float32)
 
 
 # --- matmul --------------------------------------------------------------------------------------

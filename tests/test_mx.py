@@ -542,6 +542,28 @@ def test_float32_dequantize_overflows_only_past_flt_max():
     assert floor.dequantize(np.float32)[0] == np.float32(448 * 2.0 ** 119)
 
 
+@pytest.mark.skipif(not __import__("softfloat16._kernels.hardware", fromlist=["X86"]).X86,
+                    reason="MXCSR (FTZ/DAZ, the rounding control) is x86's")
+def test_float32_dequantize_ignores_the_callers_flush_to_zero_and_rounding_mode():
+    """Values below FP32's normal range (2**-130, 2**-136: E4M3 codes under the smallest E8M0 scale)
+    stay FP32 subnormals, and a value that FP32 must round rounds to nearest even, with FTZ, DAZ
+    and rounding upward set by someone else in the process."""
+    from softfloat16._kernels.hardware import swap_mxcsr
+    tiny = mx.quantize(np.array([2.0**-130, 2.0**-136] + [0.0] * 30), "mxfp8_e4m3")
+    assert int(tiny.scales[0]) == 0  # 2**-127
+    # nvfp4: a tensor scale with more bits than FP32 keeps once multiplied by an element and a scale.
+    rounded = mx.quantize(np.linspace(-3, 3, 16) * (1 + 2.0**-20), "nvfp4")
+    want = rounded.dequantize(np.float32).view(np.uint32).copy()
+    old = swap_mxcsr(0x1F80 | 0x8000 | 0x0040 | 0x4000)  # FTZ, DAZ, toward +inf
+    try:
+        got_tiny = tiny.dequantize(np.float32).view(np.uint32)
+        got = rounded.dequantize(np.float32).view(np.uint32)
+    finally:
+        swap_mxcsr(old)
+    assert got_tiny[:2].tolist() == [0x00080000, 0x00002000]
+    np.testing.assert_array_equal(got, want)
+
+
 def test_module_level_dequantize_is_the_method():
     q = mx.quantize(np.linspace(-3, 3, 50), "mxfp6_e2m3")
     np.testing.assert_array_equal(mx.dequantize(q), q.dequantize())
