@@ -81,15 +81,24 @@ def _format(name: str) -> Format:
 _REGISTER = {"tf32_fp32": "fp32", _UE4M3: "fp8_e4m3fn"}
 
 
-def _bits(x, name: str, arg: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
-    """A 2-D int64 array of patterns of format ``name`` (sf.as_bits reads them: integers, or floats
-    of the format's own dtype); anything else gets one line naming the argument."""
+def _patterns(x, name: str, arg: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """A 2-D array of patterns of format ``name`` (sf.as_bits reads them: integers, or floats of the
+    format's own dtype) as uint16 (patterns of at most 16 bits), uint32 or int64 (FP64: the sign in
+    int64's); anything else gets one line naming the argument."""
     arr = as_bits(x, _format(_REGISTER.get(name, name)), arg)
     if arr.ndim != 2:
         raise ValueError(f"{arg}: expected a 2-D array, got shape {arr.shape}")
     if shape is not None and arr.shape != shape:
         raise ValueError(f"{arg}: expected shape {shape}, got {arr.shape}")
-    return arr.view(np.int64) if arr.dtype == np.uint64 else arr.astype(np.int64)  # FP64: the sign in int64's
+    if arr.dtype == np.uint64:
+        return arr.view(np.int64)
+    return arr if arr.dtype in (np.uint16, np.uint32) else arr.astype(np.uint16 if arr.itemsize == 1 else np.int64)
+
+
+def _bits(x, name: str, arg: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """:func:`_patterns` as int64."""
+    arr = _patterns(x, name, arg, shape)
+    return arr if arr.dtype == np.int64 else arr.astype(np.int64)
 
 
 def _decoded(bits: np.ndarray, name: str) -> tuple:
@@ -128,8 +137,8 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     """
     p = preset(preset_name)
     _check_types(p, a_format, b_format)
-    a = _bits(a, p.a, "a")
-    b = _bits(b, p.b, "b")
+    a = _patterns(a, p.a, "a")  # not widened: the lanes read them once (a copy in int64 costs more)
+    b = _patterns(b, p.b, "b")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"a, b: shapes {a.shape} and {b.shape} do not chain (a's columns must equal b's rows)")
     rows, k, cols = a.shape[0], a.shape[1], b.shape[1]
@@ -144,8 +153,8 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
             raise ValueError(f"a, b: K = {k} is not a multiple of {p.name}'s k = {p.k} (block-scaled presets "
                              "take whole instructions)")
         pad = p.k - k % p.k
-        a = np.concatenate([a, np.zeros((rows, pad), np.int64)], axis=1)
-        b = np.concatenate([b, np.zeros((pad, cols), np.int64)], axis=0)
+        a = np.concatenate([a, np.zeros((rows, pad), a.dtype)], axis=1)
+        b = np.concatenate([b, np.zeros((pad, cols), b.dtype)], axis=0)
         k += pad
     c_bits = np.zeros((rows, cols), np.int64) if c is None else _bits(c, p.c, "c", (rows, cols))
     numba_threads()  # sf.set_num_threads' count

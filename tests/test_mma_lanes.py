@@ -7,15 +7,16 @@ import pytest
 
 from softfloat16 import mma as api
 from softfloat16._kernels import mma as kernel
-from softfloat16._kernels.mma_lanes import LANES, ROWS
+from softfloat16._kernels.mma_lanes import LANES, ROWS, narrow_fit
 from softfloat16.mma_presets import PRESETS, model_params
 from softfloat16.mma_reference import KINDS, random_operands
 
-# One preset per adder and output: truncated into FP32 (FP16 and TF32 inputs), into E8M13 (FP8),
+# One preset per adder and output: truncated into FP32 (FP16, TF32 and BF16 inputs), into E8M13 (FP8),
 # into FP16 (rounded to nearest even), block-scaled (scales folded in), group sums (FP4), and the
 # AMD adders (C apart; the FP8 one's products split in odd and even).
 NAMES = ["hopper.wgmma.m64n8k16.f32.f16.f16", "hopper.wgmma.m64n8k8.f32.tf32.tf32",
-         "hopper.wgmma.m64n8k32.f32.e4m3.e5m2", "hopper.wgmma.m64n8k16.f16.f16.f16",
+         "ampere.mma.m16n8k16.f32.bf16.bf16.f32", "hopper.wgmma.m64n8k32.f32.e4m3.e5m2",
+         "hopper.wgmma.m64n8k16.f16.f16.f16",
          "blackwell.tcgen05.m128n8k32.kind::mxf8f6f4.block32.f32.e5m2.e4m3.ue8m0",
          "rtx_blackwell.mma.m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3",
          "cdna3.mfma.f32_32x32x4_2b_f16", "cdna3.mfma.f32_16x16x32_fp8_fp8"]
@@ -73,3 +74,55 @@ def test_results_in_fp32_subnormals(name):
         assert np.array_equal(lanes.astype(np.int64), scalar), np.argwhere(lanes != scalar)[:3]
         exponents = (scalar >> 23) & 0xFF
         assert (exponents == 0).sum() > 10 and (exponents == 1).sum() > 5  # subnormal and smallest normal results
+
+
+def format_span(name: str) -> tuple[int, int, int]:
+    """(largest exponent, smallest quantum exponent, largest significand) of a format's finite
+    values, from its properties: the span mma_lanes.narrow_fit reads (of all its values)."""
+    f = api._format(name)
+    largest = float(f.to_float(np.array([f.max_finite], f.dtype))[0])
+    e = int(np.frexp(largest)[1]) - 1
+    return e, f.min_subnormal_exponent, (1 << (f.fraction_bits + 1)) - 1  # all fraction bits set below the top
+
+
+@pytest.mark.parametrize("name", ["hopper.wgmma.m64n8k16.f32.f16.f16", "hopper.wgmma.m64n8k16.f16.f16.f16",
+                                  "turing.mma.m16n8k8.f32.f16.f16.f32", "hopper.wgmma.m64n8k32.f32.e4m3.e5m2"])
+def test_binary32_terms_at_their_int32_bound(name):
+    """The terms in binary32 lanes (mma_lanes._term_sum32, taken for every FP16 and FP8 operand: the
+    formats fit narrow_fit) at the largest sums their int32 halves hold: every product the largest
+    of the format, all of one sign, on the largest accumulator of that exponent, then with a
+    product a quantum below the others (truncated away) and mixed signs."""
+    p = PRESETS[name]
+    params = model_params(p.model, p.block)
+    assert narrow_fit(format_span(p.a), format_span(p.b), params, False)
+    fa, fb = api._format(p.a), api._format(p.b)
+    biggest_a, biggest_b = int(fa.max_finite), int(fb.max_finite)
+    m, n, k = ROWS + 1, LANES + 5, 4 * p.k
+    a = np.full((m, k), biggest_a, fa.dtype)
+    b = np.full((k, n), biggest_b, fb.dtype)
+    a[1, ::3] = a[1, ::3] | (1 << (fa.width - 1))  # mixed signs in row 1
+    a[2, 5] = int(fa.min_normal)  # a product far below the others in row 2
+    d_fmt = api._format(p.d)
+    # C of the products' exponent with every fraction bit set (FP16 C: its largest, products overflow it)
+    e = sum(int(np.frexp(float(f.to_float(np.array([x], f.dtype))[0]))[1]) - 1 for f, x in ((fa, biggest_a),
+                                                                                            (fb, biggest_b)))
+    c = np.full((m, n), int(d_fmt.max_finite) if d_fmt.width == 16 else (e + 127) << 23 | 0x7FFFFF, d_fmt.dtype)
+    for c_in in (c, None):
+        lanes = api.mma(a, b, c_in, p)
+        scalar = _scalar(p, a, b, c_in, None, None)
+        assert np.array_equal(lanes.astype(np.int64), scalar), np.argwhere(lanes != scalar)[:3]
+
+
+def test_bf16_operands_in_binary32_lanes_where_they_fit():
+    """BF16's format does not fit narrow_fit (its range is binary32's), its operands may: N(0, 1)
+    values do, and take the binary32 lanes; values near 2**±126 do not, and take binary64 ones."""
+    p = PRESETS["ampere.mma.m16n8k16.f32.bf16.bf16.f32"]
+    params = model_params(p.model, p.block)
+    assert not narrow_fit(format_span(p.a), format_span(p.b), params, False)
+    rng = np.random.default_rng(11)
+    for scale in (1.0, 2.0**-100, 2.0**100):
+        a, b = (np.ascontiguousarray((rng.standard_normal(shape) * scale).astype(np.float32)).view(np.uint32) >> 16
+                for shape in ((ROWS + 1, 4 * p.k), (4 * p.k, LANES + 1)))
+        a, b = a.astype(np.uint16), b.astype(np.uint16)
+        lanes = api.mma(a, b, None, p)
+        assert np.array_equal(lanes.astype(np.int64), _scalar(p, a, b, None, None, None)), scale

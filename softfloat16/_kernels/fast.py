@@ -30,6 +30,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from .core import IEEE, INEXACT, NAN_AT_NEGATIVE_ZERO, SR, TOP_NANS_BINADE, bias_of, max_finite_bits, round_at
+from .environment import X86
 
 # Guard bits kept below an addend's significand: a round bit and two more, the lowest of which
 # collects everything shifted out ("sticky"). Enough because the fast path only takes sums whose
@@ -454,9 +455,12 @@ def div(a, b, options, random):
 
 @njit(cache=True, forceinline=True, error_model="numpy")
 def fma(a, b, c, options, random):
+    """fma_float64, whose TwoSum needs the host to round to nearest even: its callers (loops.py,
+    programs.py) set that environment on x86 (_kernels.environment); elsewhere, where they cannot,
+    and for FP32 under stochastic rounding, fma_normal's integers."""
     ebits, fbits = options.exponent_bits, options.fraction_bits
-    if options.stochastic and fbits > FMA_FLOAT64_SR_MAX_FRACTION_BITS:  # compile-time constants in every loop
-        return fma_normal(a, b, c, ebits, fbits, SR, random, options.sr_bits, options.encoding)
+    if not X86 or options.stochastic and fbits > FMA_FLOAT64_SR_MAX_FRACTION_BITS:  # compile-time constants
+        return fma_normal(a, b, c, ebits, fbits, options.rounding, random, options.sr_bits, options.encoding)
     return fma_float64(a, b, c, ebits, fbits, options.rounding, random, options.sr_bits, options.encoding)
 
 

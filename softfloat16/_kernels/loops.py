@@ -18,6 +18,7 @@ from numba import njit
 
 from . import arith, convert, fast
 from .core import NO_SUBNORMALS, RNE, SIGNED, SR, Options
+from .environment import NEAREST, swap_mxcsr
 
 NAMES = ("add", "sub", "mul", "div", "eq", "lt", "le", "fma", "sqrt", "convert", "from_int", "to_float64_bits")
 # A namedtuple, not a plain tuple: Numba types a plain tuple of functions as a tuple of function
@@ -230,6 +231,7 @@ def make_fast_loop(index, fast_index, arity, ebits, fbits, encoding, defaults, k
         kernel, fast_kernel = KERNELS[index], FAST[fast_index]
         options = with_constants(options, ebits, fbits, encoding, 0, 0, 0, defaults, random_source != NO_RANDOM)
         ok = np.empty(BLOCK, np.bool_)
+        saved = swap_mxcsr(NEAREST)  # fast.fma's TwoSum needs rounding to nearest even (fast.fma)
         for start in range(0, out.size, BLOCK):
             stop = min(start + BLOCK, out.size)
             a_, b_, c_, out_ = a[start:stop], b[start:stop], c[start:stop], out[start:stop]
@@ -251,6 +253,8 @@ def make_fast_loop(index, fast_index, arity, ebits, fbits, encoding, defaults, k
                     out_[i] = bits
                     if keep_flags:
                         flags_[i] = fl
+        if saved >= 0:
+            swap_mxcsr(saved)
     return loop3_fast
 
 

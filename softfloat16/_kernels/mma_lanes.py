@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit, prange
 
 from .core import FINITE, INF, ZERO
+from .environment import NEAREST, env_ok, swap_mxcsr
 from .fast import bits_float, float_bits
 from .mma import ADD_C_APART, ADD_C_APART_SPLIT, ADD_GROUPS, ADD_TRUNCATED, FP32_EMIN, OUT_RNE_FP16, OUT_RNE_FP32
 from .mma import OUT_RZ_E8M13, decode_one, special_bits, step_c_apart, step_groups
@@ -171,6 +172,48 @@ def _term_sum(acc, inv, av, i, bvt, t0, t1):
         y = av[i, t]
         for w in range(LANES):
             acc[w] += np.trunc(y * bvt[t, w] * inv[w])
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _term_sum32(lo, hi, inv, av, i, bvt, t0, t1):
+    """:func:`_term_sum` in binary32 lanes (``narrow``, :func:`narrow_fit`): each term's product and
+    scaling are exact binary32 values and its conversion to int32 truncates toward zero, 16 lanes per
+    AVX-512 vector where binary64 has 8. Of each eight t, the first four are added into ``lo``, the
+    others into ``hi`` (int32): narrow_fit bounds either sum below 2**31. Measured on AVX-512 (Zen 4):
+    0.043 ns per term and lane, against 0.080 in binary64."""
+    end = t0 + (t1 - t0) // 8 * 8
+    for t in range(t0, end, 8):
+        y0, y1, y2, y3 = av[i, t], av[i, t + 1], av[i, t + 2], av[i, t + 3]
+        y4, y5, y6, y7 = av[i, t + 4], av[i, t + 5], av[i, t + 6], av[i, t + 7]
+        for w in range(LANES):
+            s01 = np.int32(y0 * bvt[t, w] * inv[w]) + np.int32(y1 * bvt[t + 1, w] * inv[w])
+            s23 = np.int32(y2 * bvt[t + 2, w] * inv[w]) + np.int32(y3 * bvt[t + 3, w] * inv[w])
+            s45 = np.int32(y4 * bvt[t + 4, w] * inv[w]) + np.int32(y5 * bvt[t + 5, w] * inv[w])
+            s67 = np.int32(y6 * bvt[t + 6, w] * inv[w]) + np.int32(y7 * bvt[t + 7, w] * inv[w])
+            lo[w] += s01 + s23
+            hi[w] += s45 + s67
+    for t in range(end, t1):
+        y = av[i, t]
+        for w in range(LANES):
+            hi[w] += np.int32(y * bvt[t, w] * inv[w])
+
+
+def narrow_fit(span_a, span_b, params, scaled) -> bool:
+    """Whether an ``ADD_TRUNCATED`` GEMM of operands of these spans ((largest e, smallest q,
+    largest m): mma_lanes_operands._span) may take its terms in binary32 lanes (:func:`_term_sum32`):
+    unscaled; every operand a binary32 normal number (so its float64 value converts exactly, in any
+    environment); every product exact and normal in binary32, and at least 2**(F - 127) where it is
+    not zero (so the binary32 scaling 2**(F - emax) of a step with a nonzero product is a normal
+    binary32 value; in other steps it is capped at 2**127 and meets only zeros); and each of a
+    step's two int32 sums below 2**31: each has at most ``n`` terms (four of each eight, and the
+    rest of a step into ``hi``), each below 2**(F + 2), and ``lo`` the accumulator's, below
+    2**(F + 1)."""
+    adder, length, frac_bits = params[0], params[1], params[2]
+    (ea, qa, ma), (eb, qb, mb) = span_a, span_b
+    n = 4 * (length // 8) + length % 8
+    return (adder == ADD_TRUNCATED and not scaled and min(qa, qb) >= -126 and max(ea, eb) <= 127
+            and ma * mb < 1 << 24 and qa + qb >= max(-126, frac_bits - 127) and ea + eb + 2 <= 127
+            and (2 * n + 1) << (frac_bits + 1) < 1 << 31)
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -309,8 +352,13 @@ def _truncated_into_d(acc, em, vc, ce, r, frac_bits, emin, fb, limit, zero_e):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, lanes_b, scales_a, scales_b):
+def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, lanes_b, scales_a, scales_b, narrow,
+               probe):
     """mma.mma_gemm for the adders of LANE_ADDERS: tiles of ROWS x LANES elements in parallel.
+    Each tile sets its thread's floating-point environment to the default (np.rint rounds to
+    nearest even in it) and restores it; False where that environment could not be had
+    (_kernels.environment, ``probe`` its PROBE): ``out`` is then meaningless. ``narrow`` (where
+    :func:`narrow_fit`, the operands' values in binary32 arrays): the terms in binary32 lanes.
 
     lanes_a = (values, exps, zero, special) of A, (M, K) and (M, steps); lanes_b the same of B in
     tiles of LANES columns (padded with zeros), (N / LANES, K, LANES) and (N / LANES, steps, LANES),
@@ -335,7 +383,10 @@ def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, 
     # is a NaN or infinity (the AMD split adder can drop an infinite accumulator)
     row_tiles = (rows + ROWS - 1) // ROWS
     col_tiles = bv.shape[0]
+    good = np.ones(row_tiles * col_tiles, np.bool_)
     for tile in prange(row_tiles * col_tiles):
+        saved = swap_mxcsr(NEAREST)
+        good[tile] = env_ok(probe)
         i0 = (tile // col_tiles) * ROWS
         tj = tile % col_tiles
         j0 = tj * LANES
@@ -351,6 +402,9 @@ def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, 
         em = np.empty(LANES, np.int16)  # int16: twice the lanes of int32 per vector
         gm = np.empty(LANES, np.int16)
         inv = np.empty(LANES, np.float64)
+        inv32 = np.empty(LANES, np.float32)
+        lo = np.empty(LANES, np.int32)
+        hi = np.empty(LANES, np.int32)
         inv2 = np.empty(LANES, np.float64)
         acc = np.empty(LANES, np.float64)
         acc2 = np.empty(LANES, np.float64)
@@ -396,10 +450,19 @@ def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, 
                         e0 = ce[r, w]
                         em[w] = max(e0, e_zero) if (zero_a or bzt[step, w]) else e0
                     _exponent_max(em, ae, i, bet, t0, t0 + length)
-                    for w in range(LANES):
-                        inv[w] = pow2(frac_bits - em[w])
-                        acc[w] = np.trunc(vc[r, w] * inv[w])
-                    _term_sum(acc, inv, av, i, bvt, t0, t0 + length)
+                    if narrow:
+                        for w in range(LANES):
+                            inv32[w] = np.float32(pow2(min(frac_bits - em[w], 127)))  # exact
+                            lo[w] = np.int32(vc[r, w] * pow2(frac_bits - em[w]))  # toward zero, below 2**(F + 1)
+                            hi[w] = 0
+                        _term_sum32(lo, hi, inv32, av, i, bvt, t0, t0 + length)
+                        for w in range(LANES):
+                            acc[w] = np.float64(lo[w]) + np.float64(hi[w])
+                    else:
+                        for w in range(LANES):
+                            inv[w] = pow2(frac_bits - em[w])
+                            acc[w] = np.trunc(vc[r, w] * inv[w])
+                        _term_sum(acc, inv, av, i, bvt, t0, t0 + length)
                 else:
                     for w in range(LANES):
                         em[w] = ce[r, w]
@@ -443,3 +506,6 @@ def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, 
         for r in range(nr):
             for w in range(nw):
                 out[i0 + r, j0 + w] = dead_bits[r, w] if dead[r, w] else value_bits(vc[r, w], d_fmt[0], d_fmt[1])
+        if saved >= 0:
+            swap_mxcsr(saved)
+    return good.all()

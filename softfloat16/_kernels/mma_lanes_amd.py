@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit, prange
 
 from .core import FINITE, INF, NAN, ZERO, msb_index
+from .environment import NEAREST, PROBE, env_ok, swap_mxcsr
 from .fast import bits_float, float_bits
 from .mma import ADD_EXACT, ADD_FMA, ADD_FTZ_PAIRS, ADD_FTZ_QUADS, FP32, OUT_RNE_FP32, decode_one
 from .mma import mma_gemm as scalar_gemm, step_exact
@@ -196,16 +197,23 @@ def _exact_step(acc, err, av, i, bvt, t0, length):
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def lanes_gemm(a, b, c_bits, has_c, out, params, av, bv, plan):
+def lanes_gemm(a, b, c_bits, has_c, out, params, av, bv, plan, probe):
     """mma.mma_gemm for the adders of ADDERS: tiles of ROWS x LANES elements in parallel. av (M, K)
     and bv (N / LANES, K, LANES): the operands' float64 values (prepare), B's in tiles of LANES
-    columns padded with zeros; plan: an FTZ adder's shortcuts (ftz_plan)."""
+    columns padded with zeros; plan: an FTZ adder's shortcuts (ftz_plan). Each tile sets its
+    thread's floating-point environment to the default (TwoSum and np.rint need its rounding to
+    nearest even) and restores it; False where that could not be had (``probe``:
+    _kernels.environment's PROBE): ``out`` is then meaningless."""
     adder, length = params[0], params[1]
     ftz = adder == ADD_FTZ_PAIRS or adder == ADD_FTZ_QUADS
     rows, cols = out.shape
     k = av.shape[1]
     col_tiles = bv.shape[0]
-    for tile in prange(((rows + ROWS - 1) // ROWS) * col_tiles):
+    tiles = ((rows + ROWS - 1) // ROWS) * col_tiles
+    good = np.ones(tiles, np.bool_)
+    for tile in prange(tiles):
+        saved = swap_mxcsr(NEAREST)
+        good[tile] = env_ok(probe)
         i0 = (tile // col_tiles) * ROWS
         tj = tile % col_tiles
         j0 = tj * LANES
@@ -238,6 +246,9 @@ def lanes_gemm(a, b, c_bits, has_c, out, params, av, bv, plan):
         for r in range(nr):
             for w in range(nw):
                 out[i0 + r, j0 + w] = fp32_bits(acc[r, w])
+        if saved >= 0:
+            swap_mxcsr(saved)
+    return good.all()
 
 
 @njit(cache=True, error_model="numpy")
@@ -284,4 +295,5 @@ def mma_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params) -> None:
     bv = np.zeros((padded, k))
     prepare(b, ftz, bv[:cols])
     bv = np.ascontiguousarray(bv.reshape(-1, LANES, k).transpose(0, 2, 1))
-    lanes_gemm(a, b, c_bits, has_c, out, params, av, bv, ftz_plan(a, b) if ftz else 0)
+    if not lanes_gemm(a, b, c_bits, has_c, out, params, av, bv, ftz_plan(a, b) if ftz else 0, PROBE):
+        scalar_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params)  # not the default environment

@@ -8,10 +8,12 @@ may run."""
 import numpy as np
 from numba import njit, prange
 
-from .core import FINITE, IEEE, INF, NAN, ZERO
+from .core import FINITE, IEEE, INF, NAN, NAN_AT_NEGATIVE_ZERO, NO_SUBNORMALS, SIGNED, ZERO, bias_of
+from .core import max_finite_bits
+from .environment import PROBE
 from .mma import ADD_C_APART, ADD_C_APART_SPLIT, ADD_GROUPS, ADD_TRUNCATED, OUT_RNE_FP16, decode_one
 from .mma import mma_gemm as scalar_gemm
-from .mma_lanes import E_BOUND, LANE_ADDERS, LANES, NONE, decoded_value, lanes_gemm
+from .mma_lanes import E_BOUND, LANE_ADDERS, LANES, NONE, decoded_value, lanes_gemm, narrow_fit, pow2
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
@@ -56,9 +58,48 @@ def _lane_operands(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds):
 
 
 @njit(cache=True, forceinline=True, error_model="numpy")
-def _lane_pass(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds):
-    """_lane_operands with ``block`` and ``fold`` as constants: unscaled, and the block-scaled
-    presets' blocks of 16 and 32 (folded or not)."""
+def _lane_fields(bits, fmt, j0, nw, values, exps, kinds):
+    """_lane_operands of unscaled operands of a :func:`plain` format, from the pattern's fields
+    without a branch (vectorised; decode_one's branches on the class cost 3 to 5 ns per operand):
+    a NaN or infinity is a magnitude above the largest finite one, a subnormal's exponent the
+    format's minimum."""
+    ebits, fbits, encoding, shift, mask = fmt
+    bias = bias_of(ebits, encoding)
+    top = (1 << (ebits + fbits)) - 1
+    largest = max_finite_bits(0, ebits, fbits, encoding)
+    e_hi, q_lo, m_hi, count = -(1 << 30), 1 << 30, 0, 0
+    for t in range(bits.shape[0]):
+        for w in range(nw):
+            pattern = np.int64(bits[t, j0 + w]) & mask
+            magnitude = pattern & top
+            field = magnitude >> fbits
+            m = (magnitude & ((1 << fbits) - 1)) | (np.int64(field > 0) << fbits)
+            q = max(field, 1) - bias - fbits
+            finite = (magnitude <= largest) & (magnitude != 0)
+            v = np.float64(m) * pow2(q)
+            values[t, w] = (-v if pattern > top else v) if finite else 0.0
+            exps[t, w] = np.int16(q + fbits) if finite else NONE
+            kinds[t, w] = np.int8(magnitude == 0) | (np.int8(magnitude > largest) << 1)
+            e_hi, q_lo = max(e_hi, q + fbits if finite else -(1 << 30)), min(q_lo, q if finite else 1 << 30)
+            m_hi, count = max(m_hi, m if finite else 0), count + np.int64(finite)
+    return e_hi, q_lo, m_hi, count
+
+
+def plain(fmt: tuple) -> bool:
+    """Whether :func:`_lane_fields` reads the kernel format ``fmt``: signed, with subnormals and a
+    zero of each sign, its NaNs and infinities (if any) the magnitudes above the largest finite one
+    (IEEE 754's formats, E4M3FN, the FP6 and FP4 formats), not held shifted."""
+    ebits, fbits, encoding, shift, mask = fmt
+    return bool(encoding & SIGNED) and not encoding & (NAN_AT_NEGATIVE_ZERO | NO_SUBNORMALS) and shift == 0 and (
+        mask == (1 << (ebits + fbits + 1)) - 1)
+
+
+@njit(cache=True, forceinline=True, error_model="numpy")
+def _lane_pass(bits, fmt, s, i, j0, nw, block, fold, fields, values, exps, kinds):
+    """_lane_operands with ``block`` and ``fold`` as constants: unscaled (``fields``: from the
+    fields, _lane_fields), and the block-scaled presets' blocks of 16 and 32 (folded or not)."""
+    if fields:
+        return _lane_fields(bits, fmt, j0, nw, values, exps, kinds)
     if block == 0:
         return _lane_operands(bits, fmt, s, i, j0, nw, 0, False, values, exps, kinds)
     if block == 32:
@@ -73,19 +114,20 @@ def _lane_pass(bits, fmt, s, i, j0, nw, block, fold, values, exps, kinds):
 
 
 @njit(cache=True, error_model="numpy")
-def prepare_rows(bits, fmt, s, length, block, fold, values, exps, zero, special, span):
+def prepare_rows(bits, fmt, s, length, block, fold, fields, values, exps, zero, special, span):
     """A's lanes from its patterns ``bits`` (M, K) of format ``fmt`` and decoded scales ``s`` (M,
     K // block; ``block`` 0 when unscaled): ``values`` and ``exps`` (M, K) the float64 value and
     int16 alignment exponent (NONE for a zero, NaN or inf); ``zero`` and ``special`` (M, K // length):
     whether a step has a zero factor, a NaN or an infinity (a NaN or infinite scale is flagged, folded
     or not); ``span`` (M, 4): each row's (largest e, smallest q, largest m, count) of its finite
     patterns (for lanes_fit). One pass over the patterns, nothing decoded kept, on one thread (as
-    mma.decode: the pass is cheap next to the GEMM, and starting threads costs more on small ones)."""
+    mma.decode: the pass is cheap next to the GEMM, and starting threads costs more on small ones);
+    ``fields``: unscaled operands of a :func:`plain` format, read by _lane_fields."""
     k = bits.shape[1]
     for i in range(bits.shape[0]):
         kinds = np.empty((k, 1), np.int8)
         row = bits[i].reshape((k, 1))
-        span[i, 0], span[i, 1], span[i, 2], span[i, 3] = _lane_pass(row, fmt, s, i, 0, 1, block, fold,
+        span[i, 0], span[i, 1], span[i, 2], span[i, 3] = _lane_pass(row, fmt, s, i, 0, 1, block, fold, fields,
                                                                     values[i].reshape((k, 1)),
                                                                     exps[i].reshape((k, 1)), kinds)
         for step in range(k // length):
@@ -96,19 +138,37 @@ def prepare_rows(bits, fmt, s, length, block, fold, values, exps, zero, special,
             special[i, step] = flags >> 1
 
 
+CHUNK = 16  # rows of B that prepare_tiles reads across its tiles at a time (from a plain format)
+
+
 @njit(cache=True, error_model="numpy")
-def prepare_tiles(bits, fmt, s, length, block, fold, values, exps, zero, special, tile_special, span):
+def prepare_tiles(bits, fmt, s, length, block, fold, fields, values, exps, zero, special, tile_special, span):
     """B's lanes from its patterns ``bits`` (K, N), cut into tiles of LANES columns (the last padded
     with zeros at NONE): ``values``, ``exps`` (N / LANES, K, LANES), ``zero``, ``special`` (N / LANES,
     steps, LANES), ``tile_special`` (N / LANES, steps): whether a lane of the tile has a special step,
     ``span`` (N / LANES, 4) per tile; ``s``: B's decoded scales, (N, K // block). As prepare_rows."""
     k, cols = bits.shape
-    for tile in range(values.shape[0]):
+    tiles = values.shape[0]
+    every = np.zeros((tiles, k, LANES), np.int8)
+    if fields:  # CHUNK rows of B at a time, across the tiles: each row read once, from the cache
+        for tile in range(tiles):
+            span[tile, 0], span[tile, 1], span[tile, 2], span[tile, 3] = -(1 << 30), 1 << 30, 0, 0
+        for t0 in range(0, k, CHUNK):
+            t1 = min(k, t0 + CHUNK)
+            for tile in range(tiles):
+                j0 = tile * LANES
+                e_hi, q_lo, m_hi, count = _lane_fields(bits[t0:t1], fmt, j0, min(LANES, cols - j0),
+                                                       values[tile, t0:t1], exps[tile, t0:t1], every[tile, t0:t1])
+                span[tile, 0], span[tile, 1] = max(span[tile, 0], e_hi), min(span[tile, 1], q_lo)
+                span[tile, 2], span[tile, 3] = max(span[tile, 2], m_hi), span[tile, 3] + count
+    for tile in range(tiles):
         j0 = tile * LANES
         nw = min(LANES, cols - j0)
-        kinds = np.zeros((k, LANES), np.int8)
-        span[tile, 0], span[tile, 1], span[tile, 2], span[tile, 3] = _lane_pass(bits, fmt, s, j0, j0, nw, block,
-                                                                                fold, values[tile], exps[tile], kinds)
+        kinds = every[tile]
+        if not fields:
+            span[tile, 0], span[tile, 1], span[tile, 2], span[tile, 3] = _lane_pass(bits, fmt, s, j0, j0, nw, block,
+                                                                                    fold, False, values[tile],
+                                                                                    exps[tile], kinds)
         for t in range(k):
             for w in range(nw, LANES):
                 values[tile, t, w] = 0.0
@@ -216,16 +276,30 @@ def gemm(a_bits, b_bits, a_fmt, b_fmt, decoded, c_bits, has_c, c_fmt, d_fmt, sa,
     tiles = -(-cols // LANES)
     fold = adder == ADD_TRUNCATED and scaled
     scale_block = block if scaled else 0
-    lanes_a = (np.empty((rows, k)), np.empty((rows, k), np.int16), np.empty((rows, steps), np.bool_),
-               np.empty((rows, steps), np.bool_))
-    span_a = np.empty((rows, 4), np.int64)
-    prepare_rows(a_bits, a_fmt, sa, length, scale_block, fold, *lanes_a, span_a)
-    lanes_b = (np.empty((tiles, k, LANES)), np.empty((tiles, k, LANES), np.int16),
-               np.empty((tiles, steps, LANES), np.bool_), np.empty((tiles, steps, LANES), np.bool_),
-               np.empty((tiles, steps), np.bool_))
-    span_b = np.empty((tiles, 4), np.int64)
-    prepare_tiles(b_bits, b_fmt, sb, length, scale_block, fold, *lanes_b, span_b)
-    if not lanes_fit(_span(span_a), _span(span_b), sa, sb, params):
+    fields_a, fields_b = not scaled and plain(tuple(a_fmt)), not scaled and plain(tuple(b_fmt))
+
+    def prepared(dtype):
+        lanes_a = (np.empty((rows, k), dtype), np.empty((rows, k), np.int16), np.empty((rows, steps), np.bool_),
+                   np.empty((rows, steps), np.bool_))
+        span_a = np.empty((rows, 4), np.int64)
+        prepare_rows(a_bits, a_fmt, sa, length, scale_block, fold, fields_a, *lanes_a, span_a)
+        lanes_b = (np.empty((tiles, k, LANES), dtype), np.empty((tiles, k, LANES), np.int16),
+                   np.empty((tiles, steps, LANES), np.bool_), np.empty((tiles, steps, LANES), np.bool_),
+                   np.empty((tiles, steps), np.bool_))
+        span_b = np.empty((tiles, 4), np.int64)
+        prepare_tiles(b_bits, b_fmt, sb, length, scale_block, fold, fields_b, *lanes_b, span_b)
+        return lanes_a, lanes_b, _span(span_a), _span(span_b)
+
+    # Values in binary32 arrays where the terms may take binary32 lanes: every value of both formats
+    # is a binary32 value (at most 16 bits, 8 exponent bits), and the operands' spans fit narrow_fit
+    # (which no binary32 subnormal does: then the values are read again into binary64 arrays).
+    narrow = adder == ADD_TRUNCATED and fields_a and fields_b and max(a_fmt[0] + a_fmt[1], b_fmt[0] + b_fmt[1]) < 16 \
+        and max(a_fmt[0], b_fmt[0]) <= 8
+    lanes_a, lanes_b, span_a, span_b = prepared(np.float32 if narrow else np.float64)
+    if narrow and not narrow_fit(span_a, span_b, params, scaled):
+        narrow = False
+        lanes_a, lanes_b, span_a, span_b = prepared(np.float64)
+    if not lanes_fit(span_a, span_b, sa, sb, params):
         scalar_gemm(*decoded(), c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params)
         return
     groups = adder == ADD_GROUPS
@@ -242,7 +316,9 @@ def gemm(a_bits, b_bits, a_fmt, b_fmt, decoded, c_bits, has_c, c_fmt, d_fmt, sa,
         a, b = decoded()
     else:  # no step takes the scalar kernel's: it reads nothing of these
         a = b = decode_nothing()
-    lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, lanes_b, scales_a, scales_b)
+    if not lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, lanes_b, scales_a, scales_b,
+                      narrow, PROBE):  # the floating-point environment is not the default (off x86: not set)
+        scalar_gemm(*decoded(), c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params)
 
 
 def decode_nothing() -> tuple:

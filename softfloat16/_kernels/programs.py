@@ -17,6 +17,7 @@ from numba import njit
 
 from . import arith, convert, fast
 from .core import IEEE, Options
+from .environment import NEAREST, swap_mxcsr
 from .loops import with_constants
 
 BLOCK = 256
@@ -178,6 +179,7 @@ def run(code, constants, registers, inputs, out, settings):
     ok = np.empty(width, np.bool_)
     for j in range(constants.shape[0]):
         regs[constants[j, 0], :] = constants[j, 1]
+    saved = swap_mxcsr(NEAREST)  # fast.fma's TwoSum needs rounding to nearest even (fast.fma)
     for start in range(0, out.size, BLOCK):
         n = min(BLOCK, out.size - start)
         for k in range(code.shape[0]):
@@ -199,3 +201,5 @@ def run(code, constants, registers, inputs, out, settings):
                     out[start + i] = np.uint32(a[i])
             else:
                 _other(kind, a, b, c, d, n, options)
+    if saved >= 0:
+        swap_mxcsr(saved)
