@@ -83,7 +83,7 @@ _REGISTER = {"tf32_fp32": "fp32", _UE4M3: "fp8_e4m3fn"}
 
 def _patterns(x, name: str, arg: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """A 2-D array of patterns of format ``name`` (sf.as_bits reads them: integers, or floats of the
-    format's own dtype) as uint16 (patterns of at most 16 bits), uint32 or int64 (FP64: the sign in
+    format's own dtype) as uint16 (patterns of at most 16 bits) or int64 (FP64: the sign in
     int64's); anything else gets one line naming the argument."""
     arr = as_bits(x, _format(_REGISTER.get(name, name)), arg)
     if arr.ndim != 2:
@@ -92,7 +92,7 @@ def _patterns(x, name: str, arg: str, shape: tuple[int, ...] | None = None) -> n
         raise ValueError(f"{arg}: expected shape {shape}, got {arr.shape}")
     if arr.dtype == np.uint64:
         return arr.view(np.int64)
-    return arr if arr.dtype in (np.uint16, np.uint32) else arr.astype(np.uint16 if arr.itemsize == 1 else np.int64)
+    return arr if arr.dtype == np.uint16 else arr.astype(np.uint16 if arr.itemsize == 1 else np.int64)
 
 
 def _bits(x, name: str, arg: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
@@ -176,7 +176,7 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     params = model_params(p.model, p.block)
 
     def decoded():  # (A, B.T) decoded: what the scalar kernel reads
-        return _decoded(a, p.a), _decoded(np.ascontiguousarray(b.T), p.b)
+        return _decoded(a.astype(np.int64), p.a), _decoded(np.ascontiguousarray(b.T, np.int64), p.b)
 
     if params[0] in mma_lanes_amd.ADDERS:
         mma_lanes_amd.mma_gemm(*decoded(), c_bits, c is not None, _layout(p.c), _layout(p.d), sa, sb, out, params)

@@ -358,16 +358,18 @@ def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, 
     Each tile sets its thread's floating-point environment to the default (np.rint rounds to
     nearest even in it) and restores it; False where that environment could not be had
     (_kernels.environment, ``probe`` its PROBE): ``out`` is then meaningless. ``narrow`` (where
-    :func:`narrow_fit`, the operands' values in binary32 arrays): the terms in binary32 lanes.
+    :func:`narrow_fit`): the terms in binary32 lanes.
 
-    lanes_a = (values, exps, zero, special) of A, (M, K) and (M, steps); lanes_b the same of B in
+    lanes_a = (values, values32, exps, zero, special) of A, (M, K) and (M, steps): its values in
+    binary64 or (``narrow``) binary32, the other array a (1, 1) stand-in (one compiled kernel for
+    both); lanes_b the same of B in
     tiles of LANES columns (padded with zeros), (N / LANES, K, LANES) and (N / LANES, steps, LANES),
     and each tile's special flags (N / LANES, steps); scales_a / scales_b (values, exps, zero) of a
     group adder's scales, (M, K // block) and (N / LANES, K // block, LANES). Every innermost index
     is a lane number from a range: no wraparound, contiguous, so the loops vectorise."""
     adder, length, frac_bits, e_zero, out_kind, group, block, scaled, frac_bits2 = params
-    av, ae, az, a_special = lanes_a
-    bv, be, bz, b_special, tile_special = lanes_b
+    av, av32, ae, az, a_special = lanes_a
+    bv, bv32, be, bz, b_special, tile_special = lanes_b
     sav, sae, saz = scales_a
     sbv, sbe, sbz = scales_b
     rows, cols = out.shape
@@ -382,7 +384,7 @@ def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, 
     keeps = not amd  # the NVIDIA adders: a NaN accumulator gives NaN, an infinite one itself unless a product
     # is a NaN or infinity (the AMD split adder can drop an infinite accumulator)
     row_tiles = (rows + ROWS - 1) // ROWS
-    col_tiles = bv.shape[0]
+    col_tiles = be.shape[0]
     good = np.ones(row_tiles * col_tiles, np.bool_)
     for tile in prange(row_tiles * col_tiles):
         saved = swap_mxcsr(NEAREST)
@@ -390,7 +392,8 @@ def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, 
         i0 = (tile // col_tiles) * ROWS
         tj = tile % col_tiles
         j0 = tj * LANES
-        bvt, bet, bzt, bst = bv[tj], be[tj], bz[tj], b_special[tj]
+        bvt, bvt32 = bv[0 if narrow else tj], bv32[tj if narrow else 0]  # (the stand-in: never read)
+        bet, bzt, bst = be[tj], bz[tj], b_special[tj]
         sbvt, sbet, sbzt = sbv[tj], sbe[tj], sbz[tj]
         nr = min(ROWS, rows - i0)
         nw = min(LANES, cols - j0)
@@ -455,7 +458,7 @@ def lanes_gemm(a, b, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params, lanes_a, 
                             inv32[w] = np.float32(pow2(min(frac_bits - em[w], 127)))  # exact
                             lo[w] = np.int32(vc[r, w] * pow2(frac_bits - em[w]))  # toward zero, below 2**(F + 1)
                             hi[w] = 0
-                        _term_sum32(lo, hi, inv32, av, i, bvt, t0, t0 + length)
+                        _term_sum32(lo, hi, inv32, av32, i, bvt32, t0, t0 + length)
                         for w in range(LANES):
                             acc[w] = np.float64(lo[w]) + np.float64(hi[w])
                     else:

@@ -259,7 +259,7 @@ def _tiles(x):
 
 
 def gemm(a_bits, b_bits, a_fmt, b_fmt, decoded, c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params) -> None:
-    """mma.mma_gemm's D into ``out`` from the patterns ``a_bits`` (M, K) and ``b_bits`` (K, N) (int64)
+    """mma.mma_gemm's D into ``out`` from the patterns ``a_bits`` (M, K) and ``b_bits`` (K, N) (uint16 or int64)
     of formats ``a_fmt`` and ``b_fmt`` (mma.decode's layouts): the adders of LANE_ADDERS in lanes
     where lanes_fit, everything else on the scalar kernel (same bits). ``decoded()`` returns the
     decoded (A, B.T) that the scalar kernel reads; it is called only where a scalar step may run
@@ -278,16 +278,17 @@ def gemm(a_bits, b_bits, a_fmt, b_fmt, decoded, c_bits, has_c, c_fmt, d_fmt, sa,
     scale_block = block if scaled else 0
     fields_a, fields_b = not scaled and plain(tuple(a_fmt)), not scaled and plain(tuple(b_fmt))
 
-    def prepared(dtype):
+    def prepared(dtype):  # (binary32 values from uint16 patterns, binary64 ones from int64: two compiled kinds)
+        a_in, b_in = (a_bits, b_bits) if dtype == np.float32 else (a_bits.astype(np.int64), b_bits.astype(np.int64))
         lanes_a = (np.empty((rows, k), dtype), np.empty((rows, k), np.int16), np.empty((rows, steps), np.bool_),
                    np.empty((rows, steps), np.bool_))
         span_a = np.empty((rows, 4), np.int64)
-        prepare_rows(a_bits, a_fmt, sa, length, scale_block, fold, fields_a, *lanes_a, span_a)
+        prepare_rows(a_in, a_fmt, sa, length, scale_block, fold, fields_a, *lanes_a, span_a)
         lanes_b = (np.empty((tiles, k, LANES), dtype), np.empty((tiles, k, LANES), np.int16),
                    np.empty((tiles, steps, LANES), np.bool_), np.empty((tiles, steps, LANES), np.bool_),
                    np.empty((tiles, steps), np.bool_))
         span_b = np.empty((tiles, 4), np.int64)
-        prepare_tiles(b_bits, b_fmt, sb, length, scale_block, fold, fields_b, *lanes_b, span_b)
+        prepare_tiles(b_in, b_fmt, sb, length, scale_block, fold, fields_b, *lanes_b, span_b)
         return lanes_a, lanes_b, _span(span_a), _span(span_b)
 
     # Values in binary32 arrays where the terms may take binary32 lanes: every value of both formats
@@ -302,6 +303,11 @@ def gemm(a_bits, b_bits, a_fmt, b_fmt, decoded, c_bits, has_c, c_fmt, d_fmt, sa,
     if not lanes_fit(span_a, span_b, sa, sb, params):
         scalar_gemm(*decoded(), c_bits, has_c, c_fmt, d_fmt, sa, sb, out, params)
         return
+    # Both value arrays, one a stand-in: one compiled lanes_gemm for binary32 and binary64 values.
+    stand_in_a, stand_in_b = np.zeros((1, 1), np.float64 if narrow else np.float32), np.zeros(
+        (1, 1, 1), np.float64 if narrow else np.float32)
+    lanes_a = ((stand_in_a, lanes_a[0]) if narrow else (lanes_a[0], stand_in_a)) + lanes_a[1:]
+    lanes_b = ((stand_in_b, lanes_b[0]) if narrow else (lanes_b[0], stand_in_b)) + lanes_b[1:]
     groups = adder == ADD_GROUPS
     blocks = k // block if groups else 1
     padded = tiles * LANES
@@ -312,7 +318,7 @@ def gemm(a_bits, b_bits, a_fmt, b_fmt, decoded, c_bits, has_c, c_fmt, d_fmt, sa,
         prepare_scales(sb, *(x[:cols] for x in scales_b))
     scales_b = tuple(_tiles(x) for x in scales_b)
     amd = adder in (ADD_C_APART, ADD_C_APART_SPLIT)  # its lanes may take scalar steps after an overflow
-    if amd or lanes_a[3].any() or lanes_b[4].any() or (has_c and any_special(c_bits, c_fmt)):
+    if amd or lanes_a[4].any() or lanes_b[5].any() or (has_c and any_special(c_bits, c_fmt)):
         a, b = decoded()
     else:  # no step takes the scalar kernel's: it reads nothing of these
         a = b = decode_nothing()
