@@ -176,7 +176,7 @@ def mma(a, b, c, preset_name: str | Preset, *, scale_a=None, scale_b=None, a_for
     params = model_params(p.model, p.block)
 
     def decoded():  # (A, B.T) decoded: what the scalar kernel reads
-        return _decoded(a.astype(np.int64), p.a), _decoded(np.ascontiguousarray(b.T, np.int64), p.b)
+        return _decoded(a.astype(np.int64, copy=False), p.a), _decoded(np.ascontiguousarray(b.T, np.int64), p.b)
 
     if params[0] in mma_lanes_amd.ADDERS:
         mma_lanes_amd.mma_gemm(*decoded(), c_bits, c is not None, _layout(p.c), _layout(p.d), sa, sb, out, params)

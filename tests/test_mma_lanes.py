@@ -126,3 +126,28 @@ def test_bf16_operands_in_binary32_lanes_where_they_fit():
         a, b = a.astype(np.uint16), b.astype(np.uint16)
         lanes = api.mma(a, b, None, p)
         assert np.array_equal(lanes.astype(np.int64), _scalar(p, a, b, None, None, None)), scale
+
+
+@pytest.mark.parametrize("name", ["fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2", "fp6_e2m3", "fp6_e3m2", "fp4_e2m1"])
+def test_operands_read_from_their_fields_as_decoded(name):
+    """Every pattern of each plain format read by mma_lanes_operands._lane_fields (branch-free) gives
+    the lanes' value, exponent, kind and span that the general decode (mma.decode_one) gives."""
+    from softfloat16._kernels import mma_lanes_operands as operands
+    fmt = api._layout(name)
+    assert operands.plain(tuple(fmt))
+    width = api._format(name).width
+    bits = np.arange(1 << width, dtype=np.int64).reshape(-1, 1)  # every pattern, one per row of K
+    k = bits.shape[0]
+    scales = api._decoded(np.zeros((1, 1), np.int64), name)
+    got, want = [], []
+    for fields, out in ((True, got), (False, want)):
+        lanes = (np.empty((1, k, LANES)), np.empty((1, k, LANES), np.int16), np.empty((1, k, LANES), np.bool_),
+                 np.empty((1, k, LANES), np.bool_), np.empty((1, k), np.bool_))
+        span = np.empty((1, 4), np.int64)
+        operands.prepare_tiles(bits, fmt, scales, 1, 0, False, fields, *lanes, span)  # a step per pattern
+        out.extend([lanes[0][0, :, 0], np.signbit(lanes[0][0, :, 0]), lanes[1][0, :, 0], lanes[2][0, :, 0],
+                    lanes[3][0, :, 0], span])
+    f = api._format(name)
+    assert want[3].any() and want[4].any() == (f.has_nan or f.has_inf)  # zeros, and NaN or inf where it has them
+    for g, w in zip(got, want):
+        assert np.array_equal(g, w)

@@ -279,7 +279,8 @@ def gemm(a_bits, b_bits, a_fmt, b_fmt, decoded, c_bits, has_c, c_fmt, d_fmt, sa,
     fields_a, fields_b = not scaled and plain(tuple(a_fmt)), not scaled and plain(tuple(b_fmt))
 
     def prepared(dtype):  # (binary32 values from uint16 patterns, binary64 ones from int64: two compiled kinds)
-        a_in, b_in = (a_bits, b_bits) if dtype == np.float32 else (a_bits.astype(np.int64), b_bits.astype(np.int64))
+        a_in, b_in = (a_bits, b_bits) if dtype == np.float32 else (a_bits.astype(np.int64, copy=False),
+                                                                   b_bits.astype(np.int64, copy=False))
         lanes_a = (np.empty((rows, k), dtype), np.empty((rows, k), np.int16), np.empty((rows, steps), np.bool_),
                    np.empty((rows, steps), np.bool_))
         span_a = np.empty((rows, 4), np.int64)
