@@ -207,8 +207,7 @@ def matmul(
     formats = (accumulate.exponent_bits, accumulate.fraction_bits, out_format.exponent_bits,
                out_format.fraction_bits, mode)
     uint32_lanes = order == "sequential" and b_format is fmt and _exact_in(fmt, accumulate)
-    # (the float64 lanes round with the host's arithmetic: only in the default environment)
-    float64_lanes = not uint32_lanes and _float64_lanes(fmt, b_format, accumulate) and hardware.env_ok(hardware.PROBE)
+    float64_lanes = not uint32_lanes and _float64_lanes(fmt, b_format, accumulate)
     lanes = kernels.LANES if uint32_lanes else matmul_lanes.LANES
     if (uint32_lanes or float64_lanes) and _lanes_wasted(m, lanes) < _lanes_wasted(n, lanes):
         # Few columns, more rows: C.T = B.T @ A.T has the same sums in the same order.
@@ -228,7 +227,8 @@ def matmul(
         acc = (accumulate.exponent_bits, accumulate.fraction_bits)
         outs = (out_format.exponent_bits, out_format.fraction_bits)
         compiled_mode = mode if mode == Rounding.RNE else matmul_lanes.ANY_ROUNDING
-        _float64_lanes_kernel(order, *acc, compiled_mode, use_parallel)(unpacked_a, unpacked_bt, out, *outs, mode)
-        return out.astype(out_format.dtype, copy=False)
+        kernel = _float64_lanes_kernel(order, *acc, compiled_mode, use_parallel)
+        if kernel(unpacked_a, unpacked_bt, out, *outs, mode, hardware.PROBE)[1]:  # (else: the environment
+            return out.astype(out_format.dtype, copy=False)  # could not be made the default)
     kernels.MATMUL[order][use_parallel](unpacked_a, unpacked_bt, out, *formats)
     return out.astype(out_format.dtype, copy=False)

@@ -15,11 +15,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from numba import njit, prange
 
 import softfloat16 as sf
 from softfloat16 import linalg
 from softfloat16._kernels import matmul as kernels
-from softfloat16._kernels import matmul_lanes
+from softfloat16._kernels import environment, matmul_lanes
+from softfloat16._kernels.environment import PROBE
 
 MODES = ("rne", "rna", "rtz", "rup", "rdn", "rod")
 ORDERS = ("sequential", "pairwise")
@@ -52,7 +54,8 @@ def lane_matmul(a, b, fmt, order, rounding="rne", b_format=None, accumulate=sf.f
     acc = (accumulate.exponent_bits, accumulate.fraction_bits)
     compiled = mode if rounding == "rne" else matmul_lanes.ANY_ROUNDING
     kernel = linalg._float64_lanes_kernel(order, *acc, compiled, False)
-    redone = kernel(ua, ub, result, out.exponent_bits, out.fraction_bits, mode)
+    redone, default_environment = kernel(ua, ub, result, out.exponent_bits, out.fraction_bits, mode, PROBE)
+    assert default_environment
     return result, redone
 
 
@@ -313,3 +316,33 @@ def test_row_parallel_lanes_give_the_same_bits(monkeypatch):
     for order in ("pairwise",):
         got = linalg.matmul(a, b, sf.fp32, order=order)
         assert_same_bits(got, scalar_matmul(a, b, sf.fp32, order), f"{order} parallel")
+
+
+@njit(parallel=True)
+def _set_every_thread(control, old):
+    """MXCSR = ``control`` on the threads of Numba's that run this loop (each keeps it)."""
+    for i in prange(old.shape[0]):
+        old[i] = environment.swap_mxcsr(control)
+
+
+@pytest.mark.skipif(not environment.X86, reason="MXCSR (the rounding control, FTZ/DAZ) is x86's")
+def test_row_parallel_lanes_on_threads_in_another_environment(monkeypatch):
+    """A thread of Numba's keeps the floating-point environment it started with (its creator's) or
+    was left in by other code: the lanes set the default one on each row's thread. Before they did,
+    rounding down on the threads gave -0 for +0 where a sum cancels."""
+    from softfloat16.threads import numba_threads
+    if numba_threads() < 2:
+        pytest.skip("one thread")
+    rng = np.random.default_rng(9)
+    a, b = edge_matrices(rng, sf.fp32, 12, 40, 37)
+    monkeypatch.setattr(sf.threads, "PARALLEL_MIN_MACS", 1)
+    want = scalar_matmul(a, b, sf.fp32, "pairwise")  # (the integer kernel: no host arithmetic)
+    old = np.empty(64 * numba_threads(), np.uint32)
+    caller = environment.swap_mxcsr(environment.NEAREST)
+    try:
+        for name, control in (("down", 0x2000), ("up", 0x4000), ("ftz+daz", 0x8040)):
+            _set_every_thread(environment.NEAREST | control, old)
+            assert_same_bits(linalg.matmul(a, b, sf.fp32, order="pairwise"), want, f"threads rounding {name}")
+    finally:
+        _set_every_thread(environment.NEAREST, old)
+        environment.swap_mxcsr(caller)

@@ -18,7 +18,7 @@ The values, products and sums here lie between 2**-298 and 2**260 in magnitude (
 NaN), so
 no float64 operation of a lane that is kept underflows or overflows: the bits do not depend on the
 CPU's flush-to-zero or denormals-are-zero settings. Only its rounding mode must be the default
-(round to nearest even), which numpy and torch leave alone.
+(round to nearest even): the kernels set it on every thread (_kernels/environment.py).
 """
 import math
 
@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit, prange
 
 from .core import FINITE, INF, RDN, ZERO, round_at
+from .environment import NEAREST, env_ok, swap_mxcsr
 from .fast import bits_float, float_bits
 from .matmul import pairwise_cell, pairwise_stacks, sequential_cell
 from .unpacked import pack_result
@@ -229,20 +230,28 @@ def make_sequential_lanes(acc_ebits, acc_fbits, rounding, parallel):
     """A compiled ``kernel(a, bt, out, out_ebits, out_fbits, mode)``: matmul.matmul_sequential's bits
     for the unpacked A (m, k) and B transposed (n, k) (matmul.unpack_matrix), into the (m, n)
     uint32 ``out``. ``rounding``: the mode code compiled in (then ``mode`` must be the same), or
-    ANY_ROUNDING to take ``mode``. ``parallel`` spreads rows over threads (same bits). Returns how
-    many elements the scalar path recomputed (what the tests and benchmarks watch)."""
+    ANY_ROUNDING to take ``mode``. ``parallel`` spreads rows over threads (same bits). Each row
+    sets its thread's floating-point environment to the default and restores it (a thread of
+    Numba's may hold another one: it started with its creator's). Returns (how many elements the
+    scalar path recomputed, what the tests and benchmarks watch; whether every row had the default
+    environment, ``probe`` environment.PROBE: where not, ``out`` is meaningless)."""
     rows = prange if parallel else range  # in the closure, hence in the cache key: see matmul.make_matmul
 
     @njit(cache=True, parallel=parallel, error_model="numpy")
-    def kernel(a, bt, out, out_ebits, out_fbits, mode):
+    def kernel(a, bt, out, out_ebits, out_fbits, mode, probe):
         if rounding != ANY_ROUNDING:
             mode = rounding  # a constant the compiler folds into the lanes
         a_values, b_blocks = lane_operands(a, bt)
         redone = 0
         params = (acc_ebits, acc_fbits, out_ebits, out_fbits, mode)
+        good = np.ones(out.shape[0], np.bool_)
         for i in rows(out.shape[0]):
+            saved = swap_mxcsr(NEAREST)
+            good[i] = env_ok(probe)
             redone += sequential_lanes_row(a_values, b_blocks, a, bt, out, i, params)
-        return redone
+            if saved >= 0:
+                swap_mxcsr(saved)
+        return redone, good.all()
     return kernel
 
 
@@ -252,15 +261,20 @@ def make_pairwise_lanes(acc_ebits, acc_fbits, rounding, parallel):
     rows = prange if parallel else range
 
     @njit(cache=True, parallel=parallel, error_model="numpy")
-    def kernel(a, bt, out, out_ebits, out_fbits, mode):
+    def kernel(a, bt, out, out_ebits, out_fbits, mode, probe):
         if rounding != ANY_ROUNDING:
             mode = rounding
         a_values, b_blocks = lane_operands(a, bt)
         redone = 0
         params = (acc_ebits, acc_fbits, out_ebits, out_fbits, mode)
+        good = np.ones(out.shape[0], np.bool_)
         for i in rows(out.shape[0]):
+            saved = swap_mxcsr(NEAREST)
+            good[i] = env_ok(probe)
             stack = np.empty((_MAX_DEPTH, LANES), np.float64)  # per row: rows may run on other threads
             sizes = np.empty(_MAX_DEPTH, np.int64)
             redone += pairwise_lanes_row(a_values, b_blocks, a, bt, out, i, params, stack, sizes, pairwise_stacks())
-        return redone
+            if saved >= 0:
+                swap_mxcsr(saved)
+        return redone, good.all()
     return kernel
