@@ -48,6 +48,11 @@ def _binary32(bits: np.ndarray, fmt: Format) -> np.ndarray:
     return out
 
 
+# _host_gemm's answer where B came packed and the sums need it unpacked (binary64 sums); its None
+# (an operand NaN or infinite, or a thread's environment refused) holds for B in any layout.
+UNPACKED = object()
+
+
 def _products_in_binary32(a32: np.ndarray, b32: np.ndarray, fmt: Format, b_format: Format) -> bool:
     """Whether every product of these operands is a binary32 value: significands of at most 24 bits
     together, every product's lowest bit at least 2**-149 and its value below 2**128. From the
@@ -101,7 +106,7 @@ def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accum
         packed = hardware.table_panels(b, _binary32_table(b_format), hardware.columns(np.float32, order))
         if _products_in_binary32(a32, packed, fmt, b_format):
             result = _host_gemm(a32, packed, accumulate, order, mode, lambda: True, b.shape[1])
-            if result is not None:
+            if result is not UNPACKED:
                 return result
     b32 = _binary32(b, b_format)
     in_binary32 = functools.cache(lambda: _products_in_binary32(a32, b32, fmt, b_format))
@@ -111,16 +116,16 @@ def _hardware(a: np.ndarray, b: np.ndarray, fmt: Format, b_format: Format, accum
         packed = hardware.row_panels(a32, None, hardware.columns(np.float32, order))
         swapped = _host_gemm(np.ascontiguousarray(b32.T), packed, accumulate, order, mode, in_binary32,
                              a32.shape[0])
-        if swapped is not None:
-            return np.ascontiguousarray(swapped.T)
+        if swapped is not UNPACKED:
+            return None if swapped is None else np.ascontiguousarray(swapped.T)
     return _host_gemm(a32, b32, accumulate, order, mode, in_binary32)
 
 
 def _host_gemm(a32: np.ndarray, b32: np.ndarray, accumulate: Format, order: str, mode: int,
                in_binary32, b_columns: int = 0) -> np.ndarray | None:
     """_hardware's kernels for float32 operands; ``in_binary32()`` says whether every product is a
-    binary32 value. ``b32`` may come packed (hardware.row_panels: ``b_columns`` columns), where the
-    sums are binary32 ones."""
+    binary32 value. ``b32`` may come packed (hardware.row_panels: ``b_columns`` columns); UNPACKED
+    where the sums are binary64 ones, which take B unpacked."""
     n = b32.shape[1] if b32.ndim == 2 else b_columns
     parallel = parallel_gemm(a32.shape[0], a32.shape[1], n)
     host_rounds = mode in hardware.MODES and accumulate is fp32
@@ -137,7 +142,7 @@ def _host_gemm(a32: np.ndarray, b32: np.ndarray, accumulate: Format, order: str,
     spec, checked = (_twosum_spec(accumulate, mode, False) if in_binary32 else None), False
     if spec is None:  # binary64 sums: every product of binary32 values is exact there
         if b32.ndim != 2:
-            return None
+            return UNPACKED
         spec = _twosum_spec(accumulate, mode, True)
         kind = checks.kind_of(spec)  # the host's conversions where they provably round as the spec
         checked = kind == checks.FP16 or kind == checks.BINARY32 and _products_on_binary32_grid(a32, b32)

@@ -209,32 +209,25 @@ def padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def _pack(b, out):
-    """out[p, t, w] = b[t, p * cols + w], zero past b's last column (threads over panels)."""
+def _pack(b, table, out):
+    """out[p, t, w] = b[t, p * cols + w], or its value table[...] (``table`` an array; None compiles
+    without it), zero past b's last column (threads over panels)."""
     k, n, cols = b.shape[0], b.shape[1], out.shape[2]
     for p in prange(out.shape[0]):
         for t in range(k):
             for w in range(cols):
                 j = p * cols + w
-                out[p, t, w] = b[t, j] if j < n else 0
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _pack_values(b, table, out):
-    """out[p, t, w] = table[b[t, p * cols + w]], zero past b's last column (threads over panels)."""
-    k, n, cols = b.shape[0], b.shape[1], out.shape[2]
-    for p in prange(out.shape[0]):
-        for t in range(k):
-            for w in range(cols):
-                j = p * cols + w
-                out[p, t, w] = table[b[t, j]] if j < n else 0
+                if table is None:
+                    out[p, t, w] = b[t, j] if j < n else 0
+                else:
+                    out[p, t, w] = table[b[t, j]] if j < n else 0
 
 
 def table_panels(b: np.ndarray, table: np.ndarray, cols: int) -> np.ndarray:
     """The panels (:func:`panels`) of B's values: its patterns (k, n) read through ``table``
     (float32, indexed by pattern) in the same pass."""
     out = np.empty((-(-b.shape[1] // cols), b.shape[0], cols), np.float32)
-    _pack_values(np.ascontiguousarray(b), table, out)
+    _pack(np.ascontiguousarray(b), table, out)
     return out
 
 
@@ -246,7 +239,7 @@ def panels(b: np.ndarray, cols: int, parallel: bool = False) -> np.ndarray:
     count = -(-n // cols)
     out = np.empty((count, k, cols), b.dtype)
     if parallel:
-        _pack(b, out)
+        _pack(b, None, out)
     else:
         wide = np.zeros((k, count * cols), b.dtype)
         wide[:, :n] = b
@@ -262,7 +255,8 @@ TRANSPOSE_BLOCK = 16
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def _pack_rows(x, table, out):
-    """out[p, t, w] = table[x[p * cols + w, t]], zero past x's last row (threads over panels)."""
+    """out[p, t, w] = x[p * cols + w, t], or its value table[...] (``table`` an array; None compiles
+    without it), zero past x's last row (threads over panels)."""
     m, k, cols = x.shape[0], x.shape[1], out.shape[2]
     for p in prange(out.shape[0]):
         for t0 in range(0, k, TRANSPOSE_BLOCK):
@@ -270,20 +264,10 @@ def _pack_rows(x, table, out):
             for w in range(cols):
                 j = p * cols + w
                 for t in range(t0, t1):
-                    out[p, t, w] = table[x[j, t]] if j < m else 0
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _pack_row_values(x, out):
-    """out[p, t, w] = x[p * cols + w, t], zero past x's last row (threads over panels)."""
-    m, k, cols = x.shape[0], x.shape[1], out.shape[2]
-    for p in prange(out.shape[0]):
-        for t0 in range(0, k, TRANSPOSE_BLOCK):
-            t1 = min(t0 + TRANSPOSE_BLOCK, k)
-            for w in range(cols):
-                j = p * cols + w
-                for t in range(t0, t1):
-                    out[p, t, w] = x[j, t] if j < m else 0
+                    if table is None:
+                        out[p, t, w] = x[j, t] if j < m else 0
+                    else:
+                        out[p, t, w] = table[x[j, t]] if j < m else 0
 
 
 def row_panels(x: np.ndarray, table: np.ndarray | None, cols: int) -> np.ndarray:
@@ -292,10 +276,7 @@ def row_panels(x: np.ndarray, table: np.ndarray | None, cols: int) -> np.ndarray
     x's own float32 values (``table`` None)."""
     x = np.ascontiguousarray(x)
     out = np.empty((-(-x.shape[0] // cols), x.shape[1], cols), np.float32)
-    if table is None:
-        _pack_row_values(x, out)
-    else:
-        _pack_rows(x, table, out)
+    _pack_rows(x, table, out)
     return out
 
 
