@@ -38,14 +38,18 @@ PARALLEL_MIN_MACS = 1 << 20
 _ALIGN = 256  # the fast loops' block length: runs start on a block boundary
 
 _count: int | None = None
+# Numba's own count before numba_threads first changed it: given back at the next numba_threads
+# after set_num_threads(None) (Numba's count would otherwise stay at the last one set here).
+_numba_own: int | None = None
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
 def set_num_threads(threads: int | None) -> None:
-    """Use ``threads`` threads from now on (None: follow Numba's count again). ``linalg.matmul``
-    applies it to Numba's threads when it next runs in parallel (:func:`numba_threads`), so this
-    call itself starts nothing (safe in a forked worker process)."""
+    """Use ``threads`` threads from now on (None: follow Numba's count again, the one it had before
+    this module set it). ``linalg.matmul`` applies it to Numba's threads when it next runs in
+    parallel (:func:`numba_threads`), so this call itself starts nothing (safe in a forked worker
+    process)."""
     global _count
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
                                 or threads < 1):
@@ -56,8 +60,14 @@ def set_num_threads(threads: int | None) -> None:
 def numba_threads() -> int:
     """Set Numba's thread count to this module's (capped at ``NUMBA_NUM_THREADS``, the most Numba
     can start) and return it: what a parallel Numba kernel is about to use."""
+    global _numba_own
     if _count is not None:
+        if _numba_own is None:
+            _numba_own = numba.get_num_threads()
         numba.set_num_threads(min(_count, numba.config.NUMBA_NUM_THREADS))
+    elif _numba_own is not None:
+        numba.set_num_threads(_numba_own)
+        _numba_own = None
     return numba.get_num_threads()
 
 
@@ -69,7 +79,9 @@ def parallel_gemm(m: int, k: int, n: int) -> bool:
 
 def get_num_threads() -> int:
     """The number of threads an elementwise operation on a large array uses."""
-    return _count if _count is not None else numba.get_num_threads()
+    if _count is not None:
+        return _count
+    return _numba_own if _numba_own is not None else numba.get_num_threads()
 
 
 def _executor(threads: int) -> concurrent.futures.ThreadPoolExecutor:

@@ -10,9 +10,11 @@
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from fractions import Fraction
 
+import numba
 import numpy as np
 import pytest
 from numba import njit, prange
@@ -305,17 +307,28 @@ def test_fp32_inputs_match_a_fraction_oracle(mode):
 
 def test_row_parallel_lanes_give_the_same_bits(monkeypatch):
     """Rows on several threads (each element still computed whole by one): the same bits."""
-    from softfloat16.threads import numba_threads
-    if numba_threads() < 2:
-        pytest.skip("one thread")
     rng = np.random.default_rng(9)
     a, b = edge_matrices(rng, sf.fp32, 12, 40, 37)
+    with two_threads(monkeypatch):
+        # One order: each parallel build compiles for ~15 s on CI's 2 cores, and the row split is the
+        # same code for every order (linalg's dispatch); the serial builds are tested in every order.
+        for order in ("pairwise",):
+            got = linalg.matmul(a, b, sf.fp32, order=order)
+            assert_same_bits(got, scalar_matmul(a, b, sf.fp32, order), f"{order} parallel")
+
+
+@contextlib.contextmanager
+def two_threads(monkeypatch):
+    """Two threads, every GEMM split over them (skips where Numba can start only one)."""
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba can start one thread only")
     monkeypatch.setattr(sf.threads, "PARALLEL_MIN_MACS", 1)
-    # One order: each parallel build compiles for ~15 s on CI's 2 cores, and the row split is the
-    # same code for every order (linalg's dispatch); the serial builds are tested in every order.
-    for order in ("pairwise",):
-        got = linalg.matmul(a, b, sf.fp32, order=order)
-        assert_same_bits(got, scalar_matmul(a, b, sf.fp32, order), f"{order} parallel")
+    before = sf.get_num_threads()
+    sf.set_num_threads(2)
+    try:
+        yield
+    finally:
+        sf.set_num_threads(before)
 
 
 @njit(parallel=True)
@@ -330,19 +343,16 @@ def test_row_parallel_lanes_on_threads_in_another_environment(monkeypatch):
     """A thread of Numba's keeps the floating-point environment it started with (its creator's) or
     was left in by other code: the lanes set the default one on each row's thread. Before they did,
     rounding down on the threads gave -0 for +0 where a sum cancels."""
-    from softfloat16.threads import numba_threads
-    if numba_threads() < 2:
-        pytest.skip("one thread")
     rng = np.random.default_rng(9)
     a, b = edge_matrices(rng, sf.fp32, 12, 40, 37)
-    monkeypatch.setattr(sf.threads, "PARALLEL_MIN_MACS", 1)
     want = scalar_matmul(a, b, sf.fp32, "pairwise")  # (the integer kernel: no host arithmetic)
-    old = np.empty(64 * numba_threads(), np.uint32)
-    caller = environment.swap_mxcsr(environment.NEAREST)
-    try:
-        for name, control in (("down", 0x2000), ("up", 0x4000), ("ftz+daz", 0x8040)):
-            _set_every_thread(environment.NEAREST | control, old)
-            assert_same_bits(linalg.matmul(a, b, sf.fp32, order="pairwise"), want, f"threads rounding {name}")
-    finally:
-        _set_every_thread(environment.NEAREST, old)
-        environment.swap_mxcsr(caller)
+    with two_threads(monkeypatch):
+        old = np.empty(128, np.uint32)
+        caller = environment.swap_mxcsr(environment.NEAREST)
+        try:
+            for name, control in (("down", 0x2000), ("up", 0x4000), ("ftz+daz", 0x8040)):
+                _set_every_thread(environment.NEAREST | control, old)
+                assert_same_bits(linalg.matmul(a, b, sf.fp32, order="pairwise"), want, f"threads rounding {name}")
+        finally:
+            _set_every_thread(environment.NEAREST, old)
+            environment.swap_mxcsr(caller)

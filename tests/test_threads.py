@@ -2,6 +2,7 @@
 split (runs that end inside a fast block, the last run shorter), for every kind of loop."""
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 
@@ -97,3 +98,23 @@ def test_matmul_is_the_same_on_one_and_two_threads():
         sf.set_num_threads(None)
     for one, two in zip(*results):
         np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba can start one thread only")
+def test_none_gives_numba_its_own_count_back():
+    """set_num_threads(None) after a count has run in parallel: Numba's count from before, not the
+    last one set (which left later parallel code, and tests that skip on one thread, on one)."""
+    sf.set_num_threads(None)
+    threads.numba_threads()  # (gives back a count set by an earlier test)
+    own = numba.get_num_threads()
+    try:
+        numba.set_num_threads(2)
+        sf.set_num_threads(1)
+        assert threads.numba_threads() == 1
+        sf.set_num_threads(None)
+        assert sf.get_num_threads() == 2
+        assert threads.numba_threads() == 2 and numba.get_num_threads() == 2
+    finally:
+        sf.set_num_threads(None)
+        threads.numba_threads()
+        numba.set_num_threads(own)
