@@ -1,19 +1,24 @@
 """Public calls under a floating-point environment set by someone else: their bits against the same
 calls in the default environment (x86 only: MXCSR's rounding control, FTZ and DAZ).
 
-    python bench/environment_sweep.py [--calls] [--presets]
+    python bench/environment_sweep.py [--calls] [--presets] [--threads N]
 
 Runs every call first in the default environment (which also makes its inputs), then under
 rounding down, up, toward zero and FTZ + DAZ, and prints each call whose bits differ, and the counts.
 ``--calls``: elementwise operations, conversions, linalg.matmul and sum, MX quantisation (262 calls);
 ``--presets``: one instruction of each unscaled matrix-unit preset kind (164); default both.
+``--threads N``: N threads, every GEMM and elementwise operation split over them whatever its size,
+and the environment set on every thread that may run a kernel: this one, Numba's (a thread of
+Numba's keeps the environment it started with or was left in) and softfloat16's thread pool.
 tests/test_environment.py keeps a sample of these in the test suite.
 """
 from __future__ import annotations
 
 import argparse
+import threading
 
 import numpy as np
+from numba import njit, prange
 
 import softfloat16 as sf
 from softfloat16._kernels import environment
@@ -94,13 +99,35 @@ def presets(rng) -> list:
     return out
 
 
-def under(control: int, call) -> bytes:
-    """call()'s result bytes on this thread with MXCSR = control (one thread: the kernels run here)."""
-    old = environment.swap_mxcsr(control)
+@njit(parallel=True)
+def _on_numba_threads(control, old):
+    for i in prange(old.shape[0]):
+        old[i] = environment.swap_mxcsr(control)
+
+
+def set_everywhere(control: int, threads: int) -> None:
+    """MXCSR = control on this thread and, with threads > 1, on Numba's threads and on each thread of
+    softfloat16's pool (each keeps it)."""
+    environment.swap_mxcsr(control)
+    if threads > 1:
+        _on_numba_threads(control, np.empty(64 * threads, np.uint32))
+        barrier = threading.Barrier(threads)  # every task on a thread of its own
+
+        def set_one():
+            barrier.wait()
+            environment.swap_mxcsr(control)
+        for future in [sf.threads._executor(threads).submit(set_one) for _ in range(threads)]:
+            future.result()
+
+
+def under(control: int, call, threads: int = 1) -> bytes:
+    """call()'s result bytes with MXCSR = control on every thread that may run a kernel
+    (:func:`set_everywhere`), then the default environment again."""
+    set_everywhere(control, threads)
     try:
         result = call()
     finally:
-        environment.swap_mxcsr(old)
+        set_everywhere(environment.NEAREST, threads)
     return np.asarray(result).tobytes()
 
 
@@ -108,18 +135,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", action="store_true")
     parser.add_argument("--presets", action="store_true")
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     if not environment.X86:
         raise SystemExit("environment_sweep: sets x86's MXCSR; this host is not x86-64")
-    sf.set_num_threads(1)
+    sf.set_num_threads(args.threads)
+    if args.threads > 1:  # every call split over the threads
+        sf.threads.PARALLEL_MIN_MACS = sf.threads.PARALLEL_MIN_ELEMENTS = 1
     rng = np.random.default_rng(7)
     chosen = (calls(rng) if args.calls or not args.presets else []) + (
         presets(rng) if args.presets or not args.calls else [])
     differ = set()
     for name, call in chosen:
-        want = under(environment.NEAREST, call)
+        want = under(environment.NEAREST, call, args.threads)
         for env, bits in ENVIRONMENTS.items():
-            if under(environment.NEAREST | bits, call) != want:
+            if under(environment.NEAREST | bits, call, args.threads) != want:
                 differ.add(name)
                 print(f"differs: {name} under {env}")
     print(f"{len(differ)} of {len(chosen)} calls differ under some environment")  # (a preset: one call)
