@@ -227,7 +227,7 @@ ANY_ROUNDING = -1
 
 
 def make_sequential_lanes(acc_ebits, acc_fbits, rounding, parallel):
-    """A compiled ``kernel(a, bt, out, out_ebits, out_fbits, mode)``: matmul.matmul_sequential's bits
+    """A compiled ``kernel(a, bt, out, out_ebits, out_fbits, mode, probe)``: matmul.matmul_sequential's bits
     for the unpacked A (m, k) and B transposed (n, k) (matmul.unpack_matrix), into the (m, n)
     uint32 ``out``. ``rounding``: the mode code compiled in (then ``mode`` must be the same), or
     ANY_ROUNDING to take ``mode``. ``parallel`` spreads rows over threads (same bits). Each row
@@ -256,7 +256,7 @@ def make_sequential_lanes(acc_ebits, acc_fbits, rounding, parallel):
 
 
 def make_pairwise_lanes(acc_ebits, acc_fbits, rounding, parallel):
-    """A compiled ``kernel(a, bt, out, out_ebits, out_fbits, mode)``: matmul.MATMUL["pairwise"]'s
+    """A compiled ``kernel(a, bt, out, out_ebits, out_fbits, mode, probe)``: matmul.MATMUL["pairwise"]'s
     bits, arguments as for make_sequential_lanes."""
     rows = prange if parallel else range
 
